@@ -1,0 +1,12 @@
+// Subcommands of the moetier CLI. Each lives in its own cmd_*.cpp and registers itself on the root app; its
+// callback throws moetier::Error for bad input, which main() turns into a message and exit status 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace moetier::cli {
+
+void register_inspect(CLI::App& app);
+void register_synth(CLI::App& app);
+
+}  // namespace moetier::cli
