@@ -8,5 +8,7 @@ namespace moetier::cli {
 
 void register_inspect(CLI::App& app);
 void register_synth(CLI::App& app);
+void register_run(CLI::App& app);   // run and chat
+void register_eval(CLI::App& app);
 
 }  // namespace moetier::cli

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   moetier::cli::register_inspect(app);
   moetier::cli::register_synth(app);
+  moetier::cli::register_run(app);
+  moetier::cli::register_eval(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
