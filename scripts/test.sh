@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: installs the packages, builds, runs every test (unit,
+# oracle and CLI) in Release, runs the unit tests again under ASan + UBSan, then fuzzes the GGUF header parser
+# for a bounded time. Exit status non-zero on any failure.
+#   MOETIER_FUZZ_SECONDS   fuzzing time (default 60; 0 skips the fuzz stage)
+#   MOETIER_NO_ASAN=1      skip the sanitizer stage (quicker local iterations; CI always runs it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -d ../shared/oracle ]; then
+  echo "test: the shared test data was not found at $(cd .. && pwd)/shared (oracle/, tokenizer/, traces/)." >&2
+  echo "test: clone moetier beside it so that ../shared resolves, as CI does." >&2
+  exit 1
+fi
+
+bash scripts/setup-deps.sh
+jobs=$(nproc)
+
+echo "== Release build and all tests"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs"
+ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 600
+
+if [ "${MOETIER_NO_ASAN:-0}" != 1 ]; then
+  echo "== ASan + UBSan build and unit tests"
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 900 -LE slow
+fi
+
+fuzz_seconds=${MOETIER_FUZZ_SECONDS:-60}
+if [ "$fuzz_seconds" != 0 ]; then
+  echo "== Fuzzing the GGUF header parser for ${fuzz_seconds} s"
+  bash scripts/fuzz.sh "$fuzz_seconds"
+fi
+echo "test: all stages passed"

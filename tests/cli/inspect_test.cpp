@@ -1,0 +1,153 @@
+// `moetier inspect` end to end: a correct summary for every shared GGUF, a clear error for broken files.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_cli.h"
+#include "gguf/gguf.h"
+#include "gguf/raw_gguf.h"
+
+namespace moetier {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<fs::path> shared_gguf_files() {
+  std::vector<fs::path> v;
+  for (const char* sub : {"oracle/models", "tokenizer"})
+    for (const auto& e : fs::directory_iterator(test::shared_dir() / sub))
+      if (e.path().extension() == ".gguf") v.push_back(e.path());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// The summary is checked against numbers computed here from the reader's tensor list, independently of the
+// inspect code's own bookkeeping.
+TEST(Inspect, SummarisesEverySharedModel) {
+  const auto files = shared_gguf_files();
+  ASSERT_GE(files.size(), 20u);
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.string());
+    const auto r = test::run_cli("inspect --json '" + f.string() + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const json j = json::parse(r.output);
+    const auto model = gguf::GgufModel::open(f);
+    EXPECT_EQ(j["tensors"]["count"].get<size_t>(), model.tensors().size());
+    uint64_t all = 0, experts = 0, n_exp_tensors = 0;
+    for (const auto& t : model.tensors()) {
+      all += t.n_bytes;
+      if (t.name.find("_exps.") != std::string::npos) {
+        experts += t.n_bytes;
+        ++n_exp_tensors;
+      }
+    }
+    EXPECT_EQ(j["tensors"]["routed_experts"]["bytes"].get<uint64_t>(), experts);
+    EXPECT_EQ(j["tensors"]["routed_experts"]["count"].get<uint64_t>(), n_exp_tensors);
+    EXPECT_EQ(j["tensors"]["dense"]["bytes"].get<uint64_t>() + experts, all);
+    const auto& md = model.metadata();
+    if (md.has("tokenizer.ggml.tokens"))
+      EXPECT_EQ(j["tokenizer"]["n_vocab"].get<size_t>(), md.get_string_array("tokenizer.ggml.tokens").size());
+    const std::string arch = md.get_string_or("general.architecture", "");
+    EXPECT_EQ(j["architecture"].get<std::string>(), arch);
+    if (arch.empty()) continue;
+    EXPECT_EQ(j["hyperparameters"]["block_count"].get<uint64_t>(), md.get_uint(arch + ".block_count"));
+    if (md.get_uint_or(arch + ".expert_count", 0) == 0 || model.tensors().empty()) {
+      EXPECT_TRUE(j["moe_layers"].empty());
+      continue;
+    }
+    const uint64_t n_layer = md.get_uint(arch + ".block_count");
+    const uint64_t n_expert = md.get_uint(arch + ".expert_count");
+    ASSERT_EQ(j["moe_layers"].size(), n_layer);
+    uint64_t aligned = 0, slices = 0;
+    for (uint64_t l = 0; l < n_layer; ++l) {
+      const auto& jl = j["moe_layers"][l];
+      EXPECT_EQ(jl["n_expert"].get<uint64_t>(), n_expert);
+      uint64_t one = 0;
+      for (const auto& t : model.tensors())
+        if (t.name.rfind("blk." + std::to_string(l) + ".", 0) == 0 && t.name.find("_exps.") != std::string::npos) {
+          one += t.n_bytes / n_expert;
+          for (uint64_t e = 0; e < n_expert; ++e, ++slices)
+            aligned += (t.file_offset + e * (t.n_bytes / n_expert)) % 4096 == 0;
+        }
+      EXPECT_EQ(jl["expert_bytes"].get<uint64_t>(), one) << "layer " << l;
+    }
+    EXPECT_EQ(j["expert_slices"]["total"].get<uint64_t>(), slices);
+    EXPECT_EQ(j["expert_slices"]["aligned_4096"].get<uint64_t>(), aligned);
+    const auto& first = j["first_experts"][1];  // expert 1 of the first layer
+    const auto& gate = model.get("blk.0.ffn_gate_exps.weight");
+    EXPECT_EQ(first["slices"][0]["offset"].get<uint64_t>(), gate.file_offset + gate.n_bytes / n_expert);
+  }
+}
+
+TEST(Inspect, TextSummaryNamesArchitectureAndExperts) {
+  const auto r = test::run_cli("inspect '" + (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("architecture: qwen3moe"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("routed experts"), std::string::npos);
+  EXPECT_NE(r.output.find("Q4_K"), std::string::npos);
+  EXPECT_NE(r.output.find("4096-byte boundary"), std::string::npos);
+}
+
+class InspectBadFile : public ::testing::Test {
+ protected:
+  fs::path dir = test::tmp_dir("inspect_bad");
+  std::vector<char> model_bytes() {
+    std::ifstream in(test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf", std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  fs::path write(const std::string& name, const std::vector<char>& bytes, size_t n) {
+    const fs::path p = dir / name;
+    std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(n));
+    return p;
+  }
+  // Non-zero exit, no crash, and a message that names the problem.
+  void expect_clean_error(const fs::path& p, const std::vector<std::string>& words) {
+    for (const char* json_flag : {"", " --json"}) {
+      const auto r = test::run_cli("inspect '" + p.string() + "'" + json_flag);
+      EXPECT_FALSE(r.signaled) << r.output;
+      EXPECT_EQ(r.exit_code, 1) << r.output;
+      EXPECT_NE(r.output.find("error"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find(p.filename().string()), std::string::npos) << "message should name the file: " << r.output;
+      for (const auto& w : words) EXPECT_NE(r.output.find(w), std::string::npos) << "missing '" << w << "': " << r.output;
+    }
+  }
+};
+
+TEST_F(InspectBadFile, Truncated) {
+  const auto b = model_bytes();
+  for (size_t n : {size_t{0}, size_t{3}, size_t{20}, size_t{200}, size_t{4000}}) {
+    SCOPED_TRACE(n);
+    expect_clean_error(write("truncated-" + std::to_string(n) + ".gguf", b, n), {});
+  }
+}
+
+TEST_F(InspectBadFile, BadMagic) {
+  auto b = model_bytes();
+  b[0] = 'X';
+  expect_clean_error(write("bad-magic.gguf", b, b.size()), {"magic"});
+}
+
+TEST_F(InspectBadFile, TensorDataPastTheEnd) {
+  const auto b = model_bytes();
+  expect_clean_error(write("short-data.gguf", b, b.size() - 100), {"output.weight"});
+}
+
+TEST_F(InspectBadFile, UnknownTensorType) {
+  gguf::test_raw::RawGguf g;
+  g.header(1, 1).kv_string("general.architecture", "llama").tensor("blk.0.mystery.weight", {32}, 99, 0).pad().zeros(64);
+  const fs::path p = dir / "unknown-type.gguf";
+  g.write(p);
+  expect_clean_error(p, {"blk.0.mystery.weight", "99"});
+}
+
+TEST_F(InspectBadFile, MissingFile) {
+  expect_clean_error(dir / "does-not-exist.gguf", {});
+}
+
+}  // namespace
+}  // namespace moetier
