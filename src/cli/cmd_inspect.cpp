@@ -154,10 +154,8 @@ void print_text(const json& j) {
       fmt::print("              {:>5} {:>8} {:>14} {:>12}\n", l["layer"].get<int64_t>(), l["n_expert"].get<int64_t>(),
                  human_bytes(l["expert_bytes"].get<uint64_t>()), human_bytes(l["dense_bytes"].get<uint64_t>()));
     const auto& es = j["expert_slices"];
-    fmt::print("expert slices on a 4096-byte boundary: {} of {} ({})\n", es["aligned_4096"].get<uint64_t>(),
-               es["total"].get<uint64_t>(),
-               es["aligned_4096"] == es["total"] ? "direct I/O reads every expert into place"
-                                                 : "direct I/O reads these into place, the others through a bounce buffer");
+    fmt::print("expert slices on a 4096-byte boundary: {} of {} (direct I/O can read these into place)\n",
+               es["aligned_4096"].get<uint64_t>(), es["total"].get<uint64_t>());
     fmt::print("first experts:\n");
     for (const auto& e : j["first_experts"]) {
       fmt::print("  layer {} expert {}:", e["layer"].get<int64_t>(), e["expert"].get<int64_t>());

@@ -26,7 +26,7 @@ constexpr std::array<TypeTraits, 32> kTypes{{
     {GgmlType::Q4_K, "q4_K", 256, 144, true},  // fp16 d, dmin + 12 B scales + 128 B nibbles
     {GgmlType::Q5_K, "q5_K", 256, 176, true},  // fp16 d, dmin + 12 B scales + 32 B high bits + 128 B nibbles
     {GgmlType::Q6_K, "q6_K", 256, 210, true},  // 128 B low + 64 B high + 16 int8 scales + fp16 d
-    {GgmlType::Q8_K, "q8_K", 256, 292, false},  // float d + 256 int8 + 16 int16 sums (activation-side)
+    {GgmlType::Q8_K, "q8_K", 256, 292, true},   // float d + 256 int8 + 16 int16 sums (activation-side)
     {GgmlType::IQ2_XXS, "iq2_xxs", 256, 66, false},
     {GgmlType::IQ2_XS, "iq2_xs", 256, 74, false},
     {GgmlType::IQ3_XXS, "iq3_xxs", 256, 98, false},

@@ -1,0 +1,77 @@
+#include "chat/chat_format.h"
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace moetier::chat {
+namespace {
+
+bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+
+// gpt-oss's default system message in the harmony format; the reasoning level is part of it.
+constexpr std::string_view kHarmonySystem =
+    "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n\nReasoning: medium\n\n"
+    "# Valid channels: analysis, commentary, final. Channel must be included for every message.";
+
+}  // namespace
+
+std::string_view format_name(Format f) {
+  switch (f) {
+    case Format::ChatML: return "chatml";
+    case Format::Harmony: return "harmony";
+    case Format::Mistral: return "mistral";
+  }
+  return "?";
+}
+
+Format parse_format(std::string_view name) {
+  for (Format f : {Format::ChatML, Format::Harmony, Format::Mistral})
+    if (name == format_name(f)) return f;
+  fail("--chat-format '{}' is not known; choose chatml, harmony or mistral", name);
+}
+
+Format detect_format(const gguf::Metadata& md) {
+  const std::string tmpl = md.get_string_or("tokenizer.chat_template", "");
+  if (contains(tmpl, "<|im_start|>")) return Format::ChatML;
+  if (contains(tmpl, "<|channel|>") || contains(tmpl, "<|start|>")) return Format::Harmony;
+  if (contains(tmpl, "[INST]")) return Format::Mistral;
+  const std::string arch = md.get_string_or("general.architecture", "");
+  if (arch.rfind("qwen", 0) == 0) return Format::ChatML;
+  if (arch == "gpt-oss") return Format::Harmony;
+  if (arch == "llama") return Format::Mistral;
+  fail("cannot tell the chat format of this model (architecture '{}', {}): pass --chat-format chatml|harmony|mistral",
+       arch, tmpl.empty() ? "no chat template" : "an unrecognised chat template");
+}
+
+std::string render_user_turn(const Options& o, std::string_view msg, bool first, bool close_previous) {
+  std::string s;
+  switch (o.format) {
+    case Format::ChatML:
+      if (close_previous) s += "<|im_end|>\n";
+      if (first && !o.system_prompt.empty()) s += fmt::format("<|im_start|>system\n{}<|im_end|>\n", o.system_prompt);
+      s += fmt::format("<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n", msg);
+      if (o.no_think) s += "<think>\n\n</think>\n\n";
+      return s;
+    case Format::Harmony:
+      if (close_previous) s += "<|end|>";
+      if (first) {
+        s += fmt::format("<|start|>system<|message|>{}<|end|>", kHarmonySystem);
+        if (!o.system_prompt.empty())
+          s += fmt::format("<|start|>developer<|message|># Instructions\n\n{}<|end|>", o.system_prompt);
+      }
+      s += fmt::format("<|start|>user<|message|>{}<|end|><|start|>assistant", msg);
+      if (o.no_think) s += "<|channel|>final<|message|>";
+      return s;
+    case Format::Mistral:
+      if (close_previous) s += "</s>";
+      if (first && !o.system_prompt.empty())
+        s += fmt::format("[INST] {}\n\n{} [/INST]", o.system_prompt, msg);
+      else
+        s += fmt::format("[INST] {} [/INST]", msg);
+      return s;
+  }
+  return s;
+}
+
+}  // namespace moetier::chat

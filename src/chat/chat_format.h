@@ -1,0 +1,40 @@
+// Chat formats: how a conversation is laid out as text with control tokens, for `moetier run --chat` and
+// `moetier chat`. The text is tokenized with parse_special = true so markers such as <|im_start|> become their
+// control tokens.
+//
+// Sources: ChatML as in Qwen3's tokenizer_config.json chat template (with its empty <think></think> block for
+// non-thinking replies); OpenAI's harmony response format (gpt-oss model card, "openai/harmony"); Mistral's
+// [INST] instruction format (Mixtral-8x7B-Instruct tokenizer_config.json).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gguf/gguf.h"
+
+namespace moetier::chat {
+
+enum class Format { ChatML, Harmony, Mistral };
+
+std::string_view format_name(Format f);  // "chatml", "harmony", "mistral"
+// Parse a --chat-format value; throws moetier::Error listing the formats.
+Format parse_format(std::string_view name);
+// From the model: the tokenizer.chat_template contents when present (its markers identify the format), else
+// the architecture (qwen*: ChatML, gpt-oss: harmony, llama: Mistral). Throws when neither identifies one.
+Format detect_format(const gguf::Metadata& md);
+
+struct Options {
+  Format format = Format::ChatML;
+  bool no_think = false;       // ChatML: add the empty think block; harmony: answer in the final channel at once
+  std::string system_prompt;   // optional system message (ChatML, harmony); Mistral prepends it to the first turn
+};
+
+// Renders one user turn and the opening of the assistant's reply. `first` is true for the first turn of a
+// conversation (it carries the system message). `close_previous` is true when the model's previous reply ended
+// without its end-of-turn token having been fed back (generation stops at the end-of-generation token without
+// evaluating it): the rendered text then begins by closing that reply, so the KV cache holds a well-formed
+// conversation across turns.
+std::string render_user_turn(const Options& opts, std::string_view user_message, bool first, bool close_previous);
+
+}  // namespace moetier::chat

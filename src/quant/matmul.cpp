@@ -1,0 +1,132 @@
+#include "quant/matmul.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "quant/dequant_ref.h"
+#include "quant/fp16.h"
+
+namespace moetier::quant {
+
+MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRounding rounding)
+    : rounding_(rounding),
+      max_cols_(max_cols),
+      max_tok_(max_tok),
+      wrow_(static_cast<size_t>(max_cols)),
+      xr_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * max_tok) : 0) {}
+
+namespace {
+
+// Eight independent partial sums: the same association for every call, and vectorisable.
+float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  }
+  for (; i < n; ++i) acc[0] += a[i] * b[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// ggml's Q8_0 activation blocks (also Q8_1's values): 32 elements, scale amax/127 stored as binary16,
+// quants round(x / scale).
+void round_q8_0(float* x, int64_t n) {
+  for (int64_t b = 0; b < n; b += 32) {
+    float amax = 0.0f;
+    for (int64_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b + j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d16 = fp16_to_fp32(fp32_to_fp16(d));
+    for (int64_t j = 0; j < 32; ++j) x[b + j] = d16 * std::nearbyint(x[b + j] * id);
+  }
+}
+
+// ggml's Q8_K activation blocks: 256 elements, float32 scale max/-127 where max is the element of largest
+// magnitude (sign kept), quants clamped to 127 from above.
+void round_q8_k(float* x, int64_t n) {
+  for (int64_t b = 0; b < n; b += 256) {
+    float amax = 0.0f;
+    float max = 0.0f;
+    for (int64_t j = 0; j < 256; ++j) {
+      const float ax = std::fabs(x[b + j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[b + j];
+      }
+    }
+    if (amax == 0.0f) {
+      for (int64_t j = 0; j < 256; ++j) x[b + j] = 0.0f;
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    const float d = 1.0f / iscale;
+    for (int64_t j = 0; j < 256; ++j) {
+      const float q = std::min(127.0f, std::nearbyint(iscale * x[b + j]));
+      x[b + j] = d * q;
+    }
+  }
+}
+
+}  // namespace
+
+void round_activations_like_ggml(GgmlType weight_type, float* x, int64_t n) {
+  switch (weight_type) {
+    case GgmlType::F32:
+      return;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+      return;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_fp32(fp32_to_bf16(x[i]));
+      return;
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4:
+      round_q8_0(x, n);
+      return;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS:
+      round_q8_k(x, n);
+      return;
+    default:
+      return;  // types without a dequantizer never reach a matmul (binding refuses them)
+  }
+}
+
+void dequantize_row(const WeightView& w, int64_t r, float* dst) {
+  assert(r >= 0 && r < w.rows);
+  dequantize_row_ref(w.type, w.row(r), dst, w.cols);
+}
+
+void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch) {
+  assert(w.cols <= scratch.max_cols_ && n_tok <= scratch.max_tok_);
+  const int64_t cols = w.cols;
+  const float* xs = x;
+  if (scratch.rounding_ == ActivationRounding::match_ggml && w.type != GgmlType::F32) {
+    float* xr = scratch.xr_.data();
+    std::memcpy(xr, x, sizeof(float) * static_cast<size_t>(n_tok * cols));
+    for (int64_t t = 0; t < n_tok; ++t) round_activations_like_ggml(w.type, xr + t * cols, cols);
+    xs = xr;
+  }
+  float* wrow = scratch.wrow_.data();
+  for (int64_t r = 0; r < w.rows; ++r) {
+    if (w.type == GgmlType::F32) {
+      std::memcpy(wrow, w.row(r), sizeof(float) * static_cast<size_t>(cols));
+    } else {
+      dequantize_row_ref(w.type, w.row(r), wrow, cols);
+    }
+    for (int64_t t = 0; t < n_tok; ++t) y[t * w.rows + r] = dot(wrow, xs + t * cols, cols);
+  }
+}
+
+}  // namespace moetier::quant

@@ -1,0 +1,71 @@
+// Matrix products of a stored weight matrix (any type with a reference dequantizer) with float activations.
+//
+// This is the reference implementation: each weight row is dequantized once into caller-provided scratch and
+// dotted with every token's activation row, so a batch of n_tok tokens reads the weights once. Threads and SIMD
+// come later behind the same interface; the scratch object is per calling thread.
+//
+// Activation rounding. The reference engine (ggml) converts activations to the weight type's "vec_dot type"
+// before the dot product: F16 weights meet F16 activations, BF16 meet BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL/
+// MXFP4 meet 8-bit Q8_0-style blocks of 32, K-quants and IQ4_XS meet Q8_K blocks of 256. With
+// ActivationRounding::match_ggml the reference matmul rounds a copy of x the same way (quantize, then
+// dequantize) and computes float products, which lands within float rounding of ggml's integer dot products.
+// ActivationRounding::exact uses x as given.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "quant/ggml_type.h"
+
+namespace moetier::quant {
+
+// A row-major weight matrix as stored in a GGUF file: `rows` rows of `cols` elements (cols = GGUF ne[0]),
+// each row `row_bytes` bytes of type `type`. Non-owning: `data` points into the mapping or an expert cache.
+struct WeightView {
+  GgmlType type = GgmlType::F32;
+  const uint8_t* data = nullptr;  // [rows, cols] of `type`
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;
+
+  bool empty() const { return data == nullptr; }
+  // Row `r` as raw bytes.
+  const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+};
+
+enum class ActivationRounding { exact, match_ggml };
+
+// Per-thread working memory for matmul, sized at setup for the widest matrix and the largest batch, so the
+// forward pass allocates nothing.
+class MatmulScratch {
+ public:
+  MatmulScratch() = default;
+  MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRounding rounding);
+  ActivationRounding rounding() const { return rounding_; }
+  int64_t max_cols() const { return max_cols_; }
+  int64_t max_tok() const { return max_tok_; }
+
+ private:
+  friend void matmul(const WeightView&, const float*, float*, int64_t, MatmulScratch&);
+  ActivationRounding rounding_ = ActivationRounding::exact;
+  int64_t max_cols_ = 0;
+  int64_t max_tok_ = 0;
+  std::vector<float> wrow_;  // [max_cols]: one dequantized weight row
+  std::vector<float> xr_;    // [max_tok, max_cols]: activations rounded to the weight's vec_dot type
+};
+
+// y[t, r] = sum_c w[r, c] * x[t, c] for t < n_tok, r < w.rows.
+// x: [n_tok, w.cols] row-major; y: [n_tok, w.rows] row-major (must not alias x).
+// Asserts (internal invariant) that w.cols and n_tok fit the scratch.
+void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch);
+
+// Dequantize row `r` of w into dst[w.cols] (embedding lookup).
+void dequantize_row(const WeightView& w, int64_t r, float* dst);
+
+// Round x[n] in place as ggml would before a dot product with weights of type `weight_type` (see above).
+// n must be a multiple of the activation block (32 or 256) for quantized weight types.
+void round_activations_like_ggml(GgmlType weight_type, float* x, int64_t n);
+
+}  // namespace moetier::quant
