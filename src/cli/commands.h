@@ -10,5 +10,6 @@ void register_inspect(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_run(CLI::App& app);   // run and chat
 void register_eval(CLI::App& app);
+void register_replay(CLI::App& app);  // route-trace cache simulator
 
 }  // namespace moetier::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   moetier::cli::register_synth(app);
   moetier::cli::register_run(app);
   moetier::cli::register_eval(app);
+  moetier::cli::register_replay(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

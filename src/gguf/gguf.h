@@ -56,14 +56,20 @@ struct Value {
   const std::vector<Value>& as_array() const;
   std::string to_display(size_t max_elems = 8) const;  // short human-readable form for `inspect`
 
+  static Value of_uint8(uint8_t x);
+  static Value of_uint16(uint16_t x);  // split.no, split.count are uint16
   static Value of_uint32(uint32_t x);
   static Value of_int32(int32_t x);
   static Value of_uint64(uint64_t x);
+  static Value of_int64(int64_t x);
   static Value of_float32(float x);
+  static Value of_float64(double x);
   static Value of_bool(bool x);
   static Value of_string(std::string s);
   static Value of_array(ValueType elem_type, std::vector<Value> elems);
 };
+// Same stored type (and element type for arrays) and same contents.
+bool operator==(const Value& a, const Value& b);
 
 // Ordered key -> value map (file order kept for round-trips and display).
 class Metadata {

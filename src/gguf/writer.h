@@ -24,13 +24,17 @@ struct TensorSpec {
 
 class GgufWriter {
  public:
-  // Opens `path` for writing (truncates). `alignment` becomes general.alignment when not 32.
+  // Opens `path` for writing (truncates). `alignment` (bytes, a nonzero power of two that fits uint32) becomes
+  // general.alignment when not 32, and overrides any general.alignment in the metadata. Throws moetier::Error
+  // naming the file when it cannot be created.
   GgufWriter(const std::filesystem::path& path, uint64_t alignment = 32);
+  // Without finish() the partial file is removed: a crash-free error path never leaves a truncated model behind.
   ~GgufWriter();
   GgufWriter(const GgufWriter&) = delete;
   GgufWriter& operator=(const GgufWriter&) = delete;
 
-  // Declare everything before the first write_tensor_data.
+  // Declare everything before the first write_tensor_data. add_tensor throws on a duplicate name, n_dims outside
+  // 1..4, a negative dimension or ne[0] not a multiple of the type's block size.
   void set_metadata(const Metadata& md);
   void add_tensor(const TensorSpec& spec);
   // Writes the header. Called implicitly by the first write_tensor_data.
@@ -44,12 +48,16 @@ class GgufWriter {
 
  private:
   void write_raw(const void* p, size_t n);
+  void pad_to_alignment();
+  void skip_empty_tensors();
   std::filesystem::path path_;
   std::FILE* f_ = nullptr;
   uint64_t alignment_;
   Metadata md_;
   std::vector<TensorSpec> specs_;
-  std::vector<uint64_t> offsets_;
+  std::vector<uint64_t> offsets_;  // of each tensor in the data section, bytes
+  std::vector<uint64_t> sizes_;    // of each tensor, bytes
+  bool finished_ = false;
   bool header_written_ = false;
   size_t cur_ = 0;            // tensor being written
   uint64_t cur_written_ = 0;  // bytes of it written so far
@@ -57,8 +65,12 @@ class GgufWriter {
   uint64_t data_start_ = 0;
 };
 
-// Rewrite `src` as `n_shards` split files NAME-0000k-of-0000N.gguf in `out_dir` (tensors distributed in order, by
-// bytes), with the split.* keys set. Returns the shard paths in order.
+// Rewrite `src` as `n_shards` split files STEM-0000k-of-0000N.gguf in `out_dir` (created if needed), tensors
+// distributed in order, by bytes, at least one per shard. Layout as gguf-split writes it: every shard carries
+// split.no (uint16, 0-based), split.count (uint16) and split.tensors.count (int32); the first shard also carries all
+// of the model's metadata (existing split.* keys replaced). `src` must be opened with map_data. Data passes through
+// in chunks (constant memory). Throws moetier::Error when n_shards is outside 1..min(65535, tensor count) or on I/O
+// errors. Returns the shard paths in order.
 std::vector<std::filesystem::path> write_split(const GgufModel& src, const std::filesystem::path& out_dir,
                                                const std::string& stem, int n_shards);
 

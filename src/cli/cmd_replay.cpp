@@ -1,0 +1,179 @@
+// `moetier replay TRACE... [--cache-mb N | --cache-experts N] [--policy NAME] ...`: replay route traces through
+// an expert-cache policy and report hit rates, misses and bytes read, with the recording engine's batch
+// semantics (src/sim/batches.h). The policies are the engine's own objects (src/moe/cache_policy.h).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "moe/cache_policy.h"
+#include "sim/batches.h"
+#include "sim/hot_list.h"
+#include "sim/replay.h"
+#include "telemetry/route_trace.h"
+#include "util/error.h"
+
+namespace moetier::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct Opts {
+  std::vector<std::string> traces;
+  double cache_mb = 0;        // MiB
+  int64_t cache_experts = 0;  // entries
+  std::string policy = "lru";
+  std::string phase = "all";
+  bool json = false;
+  std::string profile;
+  int64_t static_warm = -1;  // decode steps
+  int32_t adapt_every = 0;
+  int32_t adapt_swaps = 0;
+  double adapt_decay = 0;
+  bool adapt_tuned = false;
+  double lfu_decay = 0;
+  bool cliff_guard = false;
+  bool strict = false;
+};
+
+json to_json(const std::string& trace, const sim::ReplayResult& r, bool swaps) {
+  json j;
+  j["trace"] = trace;
+  j["policy"] = r.policy;
+  j["cache_bytes"] = r.cache_bytes;
+  j["cache_mib"] = static_cast<double>(r.cache_bytes) / kMiB;
+  j["cache_experts"] = r.cache_entries;
+  j["hit_rate"] = {{"all", r.hit_pct_all()}, {"prefill", r.prefill.hit_pct()}, {"decode", r.decode.hit_pct()}};
+  j["lookups"] = {{"prefill", r.prefill.lookups}, {"decode", r.decode.lookups}};
+  j["prefill_tokens"] = r.prefill_tokens;
+  j["decode_tokens"] = r.decode_tokens;
+  j["misses_per_layer_step"] = r.misses_per_layer_step();
+  j["decode_misses_by_layer"] = r.decode_misses_by_layer;
+  j["read_mib_per_token"] = r.read_mib_per_token();
+  j["prefill_read_mib"] = static_cast<double>(r.prefill.miss_bytes) / kMiB;
+  j["residency_match"] = r.residency_match_pct();
+  j["cliff_guard_engaged"] = r.cliff_guard_engaged;
+  j["working_set_mib"] = static_cast<double>(r.working_set_bytes) / kMiB;
+  if (swaps) {
+    j["swaps_per_round"] = r.swaps_per_round();
+    j["swap_mib"] = static_cast<double>(r.swap_bytes) / kMiB;
+    j["swap_passes"] = r.swap_passes;
+    j["rounds"] = r.rounds;
+  }
+  return j;
+}
+
+void print_text(const std::string& trace, const sim::BatchedTrace& t, const sim::ReplayResult& r, bool swaps) {
+  fmt::print("{}: {} ({} layers x {} experts, top-{}), {} prompt + {} decode tokens replayed\n", trace,
+             t.header.arch, t.header.n_layer, t.header.n_expert, t.header.n_expert_used, r.prefill_tokens,
+             r.decode_tokens);
+  if (r.cache_bytes > 0) {
+    fmt::print("  policy {}, cache {:.0f} MiB (one token's working set {:.0f} MiB{})\n", r.policy,
+               static_cast<double>(r.cache_bytes) / kMiB, static_cast<double>(r.working_set_bytes) / kMiB,
+               r.cliff_guard_engaged ? ", cliff guard engaged" : "");
+  } else {
+    fmt::print("  policy {}, cache {} experts{}\n", r.policy, r.cache_entries,
+               r.cliff_guard_engaged ? " (cliff guard engaged)" : "");
+  }
+  fmt::print("  hit rate: all {:.1f}%, prefill {:.1f}%, decode {:.1f}%\n", r.hit_pct_all(), r.prefill.hit_pct(),
+             r.decode.hit_pct());
+  fmt::print("  decode misses per layer per step: {:.3f}\n", r.misses_per_layer_step());
+  fmt::print("  read per decode token: {:.1f} MiB (prefill read {:.1f} MiB)\n", r.read_mib_per_token(),
+             static_cast<double>(r.prefill.miss_bytes) / kMiB);
+  if (swaps) {
+    fmt::print("  background swaps: {:.2f} per round, {:.1f} MiB in all, {} passes over {} rounds\n",
+               r.swaps_per_round(), static_cast<double>(r.swap_bytes) / kMiB, r.swap_passes, r.rounds);
+  }
+  fmt::print("  recorded residency column reproduced on {:.2f}% of {} rows\n", r.residency_match_pct(),
+             r.rows_compared);
+}
+
+void run_replay(const Opts& o, const CLI::App& cmd) {
+  if ((o.cache_mb > 0) == (o.cache_experts > 0)) fail("replay: give exactly one of --cache-mb and --cache-experts (> 0)");
+  if (o.phase != "all" && o.phase != "decode") fail("replay: --phase must be 'all' or 'decode', got '{}'", o.phase);
+  sim::ReplayOptions ro;
+  ro.policy = o.policy;
+  ro.cache_bytes = static_cast<uint64_t>(o.cache_mb * kMiB);
+  ro.cache_entries = o.cache_experts;
+  ro.decode_only = o.phase == "decode";
+  ro.cliff_guard = o.cliff_guard;
+  ro.strict = o.strict;
+  if (o.adapt_tuned) {
+    const moe::PolicyParams t = moe::PolicyParams::adaptive_tuned();
+    ro.params.adapt_every = t.adapt_every;
+    ro.params.adapt_swaps = t.adapt_swaps;
+    ro.params.adapt_decay = t.adapt_decay;
+  }
+  if (cmd.count("--adapt-every")) ro.params.adapt_every = o.adapt_every;
+  if (cmd.count("--adapt-swaps")) ro.params.adapt_swaps = o.adapt_swaps;
+  if (cmd.count("--adapt-decay")) ro.params.adapt_decay = o.adapt_decay;
+  if (cmd.count("--lfu-decay")) ro.params.lfu_decay = o.lfu_decay;
+  const bool is_static = o.policy == "static";
+  if (is_static && o.profile.empty() && o.static_warm < 0) {
+    fail("replay: --policy static needs --profile TRACE or --static-warm N");
+  }
+  if (!is_static && (!o.profile.empty() || o.static_warm >= 0)) {
+    fail("replay: --profile and --static-warm apply to --policy static only");
+  }
+  std::vector<moe::ExpertKey> profile_hot;
+  if (!o.profile.empty()) profile_hot = sim::hot_list(sim::make_batches(telemetry::read_route_trace(o.profile)));
+
+  json all = json::array();
+  for (const std::string& path : o.traces) {
+    const sim::BatchedTrace t = sim::make_batches(telemetry::read_route_trace(path));
+    sim::ReplayOptions per = ro;
+    if (is_static) {
+      per.params.static_hot = o.profile.empty() ? sim::hot_list(t, o.static_warm) : profile_hot;
+      for (const moe::ExpertKey& k : per.params.static_hot) {
+        if (k.layer >= t.header.n_layer || k.expert >= t.header.n_expert) {
+          fail("replay: profile {} does not match trace {} (layer {} expert {} out of its {} x {})", o.profile, path,
+               k.layer, k.expert, t.header.n_layer, t.header.n_expert);
+        }
+      }
+    }
+    const sim::ReplayResult r = sim::replay(t, per);
+    const bool swaps = o.policy.starts_with("adaptive");
+    if (o.json) {
+      all.push_back(to_json(path, r, swaps));
+    } else {
+      print_text(path, t, r, swaps);
+    }
+  }
+  if (o.json) fmt::print("{}\n", (all.size() == 1 ? all[0] : all).dump(2));
+}
+
+}  // namespace
+
+void register_replay(CLI::App& app) {
+  auto* cmd = app.add_subcommand("replay", "replay route traces through an expert-cache policy (hit rates, bytes read)");
+  auto o = std::make_shared<Opts>();
+  std::string names;
+  for (std::string_view n : moe::policy_names()) names += std::string(n) + "|";
+  names += "belady";
+  cmd->add_option("TRACE", o->traces, "route_trace v1 files (../shared/traces/...)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--cache-mb", o->cache_mb, "expert cache budget in MiB (entries weigh their layer's expert_bytes)");
+  cmd->add_option("--cache-experts", o->cache_experts, "expert cache size in slots (entries weigh 1)");
+  cmd->add_option("--policy", o->policy, names)->capture_default_str();
+  cmd->add_option("--phase", o->phase, "all: replay prefill then decode; decode: replay decode only (cold start)")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object per trace (an array for several traces)");
+  cmd->add_option("--profile", o->profile, "static: take the hot list from this trace's decode steps")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--static-warm", o->static_warm, "static: take the hot list from the first N decode steps");
+  cmd->add_option("--adapt-every", o->adapt_every, "adaptive: decode steps (rounds) between swap passes [4]");
+  cmd->add_option("--adapt-swaps", o->adapt_swaps, "adaptive: most swap-ins per pass [96]");
+  cmd->add_option("--adapt-decay", o->adapt_decay, "adaptive: count multiplier after each pass [0.7]");
+  cmd->add_flag("--adapt-tuned", o->adapt_tuned, "adaptive: the tuned parameters (2, 192, 0.92)");
+  cmd->add_option("--lfu-decay", o->lfu_decay, "lfu-decay: count fade per step [0.9]");
+  cmd->add_flag("--cliff-guard", o->cliff_guard,
+                "protect a per-layer quota when the cache is below one token's working set (the engine's default)");
+  cmd->add_flag("--strict", o->strict, "strict capacity (fixed slots) instead of the recording engine's budget rule");
+  cmd->callback([o, cmd] { run_replay(*o, *cmd); });
+}
+
+}  // namespace moetier::cli

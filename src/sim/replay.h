@@ -1,0 +1,61 @@
+// Trace replay: drives a CachePolicy with a batched route trace and counts what the engine would see.
+// Batch semantics are the recording engine's (sim/batches.h); the policy object is the one the engine uses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "moe/cache_policy.h"
+#include "sim/batches.h"
+
+namespace moetier::sim {
+
+struct ReplayOptions {
+  std::string policy = "lru";  // a make_policy name or "belady"
+  uint64_t cache_bytes = 0;    // byte budget (--cache-mb × 2^20) ...
+  int64_t cache_entries = 0;   // ... or a slot count (--cache-experts); exactly one > 0
+  bool decode_only = false;    // skip prefill batches: the cache starts cold at the first decode step
+  bool strict = false;         // strict capacity (engine slots) instead of the recording engine's budget rule
+  bool cliff_guard = false;    // off: the recording engine had none; the engine turns it on
+  moe::PolicyParams params;    // adaptive / lfu-decay / static parameters (static_hot filled by the caller)
+};
+
+struct PhaseCounts {
+  int64_t lookups = 0;      // distinct (layer, expert) per batch
+  int64_t hits = 0;
+  uint64_t miss_bytes = 0;  // bytes read on demand
+  double hit_pct() const { return lookups ? 100.0 * static_cast<double>(hits) / static_cast<double>(lookups) : 0.0; }
+};
+
+struct ReplayResult {
+  std::string policy;
+  uint64_t cache_bytes = 0;
+  int64_t cache_entries = 0;
+  PhaseCounts prefill, decode;
+  int64_t prefill_tokens = 0;  // replayed
+  int64_t decode_tokens = 0;   // replayed decode steps
+  int32_t n_layer = 0;
+  std::vector<int64_t> decode_misses_by_layer;  // [n_layer]
+  int64_t rounds = 0;        // decode steps ended
+  int64_t swap_passes = 0;   // end_step calls that planned at least one move
+  int64_t swap_loads = 0;    // background loads
+  uint64_t swap_bytes = 0;
+  int64_t rows_compared = 0;  // trace rows whose recorded residency was compared with the prediction
+  int64_t rows_matching = 0;
+  bool cliff_guard_engaged = false;
+  uint64_t working_set_bytes = 0;  // one token's routed experts over all layers
+
+  double hit_pct_all() const;
+  // Decode misses per (step, layer).
+  double misses_per_layer_step() const;
+  // MiB read per decode token: demand misses plus background swap loads.
+  double read_mib_per_token() const;
+  double swaps_per_round() const { return rounds ? static_cast<double>(swap_loads) / static_cast<double>(rounds) : 0; }
+  double residency_match_pct() const;
+};
+
+// Throws moetier::Error for an unknown policy or a bad capacity.
+ReplayResult replay(const BatchedTrace& trace, const ReplayOptions& options);
+
+}  // namespace moetier::sim

@@ -1,0 +1,62 @@
+// Byte-level GGUF builder for tests: writes exactly what it is told, including invalid files, so each hostile
+// case below is one readable sequence of fields.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace moetier::gguf::test_raw {
+
+struct RawGguf {
+  std::vector<uint8_t> b;
+
+  RawGguf& u8(uint8_t x) { b.push_back(x); return *this; }
+  RawGguf& u32(uint32_t x) { return le(x, 4); }
+  RawGguf& u64(uint64_t x) { return le(x, 8); }
+  RawGguf& str(const std::string& s) {
+    u64(s.size());
+    b.insert(b.end(), s.begin(), s.end());
+    return *this;
+  }
+  RawGguf& header(uint32_t n_tensors_v, uint64_t n_kv, uint32_t version = 3) {
+    b.insert(b.end(), {'G', 'G', 'U', 'F'});
+    return u32(version).u64(n_tensors_v).u64(n_kv);
+  }
+  RawGguf& kv_string(const std::string& k, const std::string& v) { return str(k).u32(8).str(v); }
+  RawGguf& kv_u32(const std::string& k, uint32_t v) { return str(k).u32(4).u32(v); }
+  // name, ne (GGUF order), type id, offset in the data section.
+  RawGguf& tensor(const std::string& name, const std::vector<uint64_t>& ne, uint32_t type, uint64_t offset) {
+    str(name).u32(static_cast<uint32_t>(ne.size()));
+    for (uint64_t x : ne) u64(x);
+    return u32(type).u64(offset);
+  }
+  RawGguf& pad(size_t alignment = 32) {
+    while (b.size() % alignment != 0) b.push_back(0);
+    return *this;
+  }
+  RawGguf& zeros(size_t n) {
+    b.insert(b.end(), n, 0);
+    return *this;
+  }
+  size_t size() const { return b.size(); }
+
+  void write(const std::filesystem::path& p, size_t truncate_at = SIZE_MAX) const {
+    std::FILE* f = std::fopen(p.c_str(), "wb");
+    if (f == nullptr) return;
+    const size_t n = std::min(truncate_at, b.size());
+    if (n > 0) std::fwrite(b.data(), 1, n, f);
+    std::fclose(f);
+  }
+
+ private:
+  RawGguf& le(uint64_t x, int n) {
+    for (int i = 0; i < n; ++i) b.push_back(static_cast<uint8_t>(x >> (8 * i)));
+    return *this;
+  }
+};
+
+}  // namespace moetier::gguf::test_raw

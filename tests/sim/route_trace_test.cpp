@@ -1,0 +1,135 @@
+// route_trace v1: the reader against the shared traces, the writer's round trip, and errors that name the line.
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "sim/trace_fixture.h"
+#include "telemetry/route_trace.h"
+#include "util/error.h"
+
+namespace moetier::test {
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t count_data_rows(const std::string& text) {
+  size_t rows = 0, pos = 0;
+  bool header_seen = false;
+  while (pos < text.size()) {
+    size_t e = text.find('\n', pos);
+    if (e == std::string::npos) e = text.size();
+    const std::string_view line(text.data() + pos, e - pos);
+    if (!line.empty() && line[0] != '#') {
+      if (header_seen) ++rows;
+      header_seen = true;
+    }
+    pos = e + 1;
+  }
+  return rows;
+}
+
+TEST(RouteTrace, ReadsSharedTraces) {
+  for (const auto& path : {qwen_trace(), gptoss_trace()}) {
+    SCOPED_TRACE(path.string());
+    const telemetry::RouteTrace t = telemetry::read_route_trace(path);
+    const std::string text = slurp(path);
+    EXPECT_EQ(t.rows.size(), count_data_rows(text));
+    EXPECT_GT(t.header.n_layer, 0);
+    EXPECT_EQ(t.header.layers.size(), static_cast<size_t>(t.header.n_layer));
+    EXPECT_FALSE(t.header.arch.empty());
+    EXPECT_NE(text.find("arch=" + t.header.arch + " "), std::string::npos);
+    for (const auto& l : t.header.layers) EXPECT_GT(l.expert_bytes, 0u);
+    for (const auto& r : t.rows) {
+      ASSERT_LT(r.layer, t.header.n_layer);
+      ASSERT_LT(r.expert, t.header.n_expert);
+      ASSERT_LT(r.slot, t.header.n_expert_used);
+      // A read row reads exactly one expert of its layer.
+      if (r.expert_bytes != 0) ASSERT_EQ(r.expert_bytes, t.header.layers[r.layer].expert_bytes);
+    }
+  }
+}
+
+TEST(RouteTrace, SharedTraceWritesBackByteIdentical) {
+  for (const auto& path : {qwen_trace(), gptoss_trace()}) {
+    SCOPED_TRACE(path.string());
+    const telemetry::RouteTrace t = telemetry::read_route_trace(path);
+    const auto out = tmp_dir("sim") / ("roundtrip_" + path.filename().string());
+    telemetry::write_route_trace(out, t);
+    EXPECT_EQ(slurp(out), slurp(path));
+  }
+}
+
+TEST(RouteTrace, SyntheticRoundTripIsIdentical) {
+  telemetry::RouteTrace t = synthetic_trace(3, 16, 2, 5, 7, 12345);
+  t.rows[1].weight = std::nanf("");
+  t.rows[2].residency = telemetry::Residency::PrefetchedHit;
+  t.rows[3].expert_bytes = 12345;
+  t.rows[4].turn = 2;
+  const auto out = tmp_dir("sim") / "synthetic.route.csv";
+  {
+    telemetry::RouteTraceWriter w(out, t.header);
+    for (const auto& r : t.rows) w.add(r);
+    w.close();
+  }
+  const telemetry::RouteTrace back = telemetry::read_route_trace(out);
+  EXPECT_EQ(back.header, t.header);
+  ASSERT_EQ(back.rows.size(), t.rows.size());
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& a = t.rows[i];
+    const auto& b = back.rows[i];
+    EXPECT_EQ(a.turn, b.turn);
+    EXPECT_EQ(a.phase, b.phase);
+    EXPECT_EQ(a.step, b.step);
+    EXPECT_EQ(a.layer, b.layer);
+    EXPECT_EQ(a.slot, b.slot);
+    EXPECT_EQ(a.expert, b.expert);
+    EXPECT_EQ(a.residency, b.residency);
+    EXPECT_EQ(a.expert_bytes, b.expert_bytes);
+    if (std::isnan(a.weight)) {
+      EXPECT_TRUE(std::isnan(b.weight)) << "row " << i;
+    } else {
+      EXPECT_EQ(a.weight, b.weight) << "row " << i;  // exact: the writer prints the shortest round-trip text
+    }
+  }
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    telemetry::parse_route_trace(text, "bad.csv");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RouteTrace, ErrorsNameFileAndLine) {
+  const std::string head =
+      "# route_trace v1\n# model=/m.gguf arch=x n_layer=2 n_expert=4 n_expert_used=2\n"
+      "# layer=0 expert_bytes=10 dense_bytes=5\n# layer=1 expert_bytes=10 dense_bytes=5\n"
+      "turn,phase,step,layer,slot,expert,weight,residency,expert_bytes\n";
+  EXPECT_EQ(error_of(head + "0,0,0,0,0,1,0.5,0,10\n"), "");
+  EXPECT_EQ(error_of(head + "0,1,3,1,1,3,nan,2,0\n"), "");
+  EXPECT_NE(error_of(head + "0,0,0,0,0,9,0.5,0,10\n").find("bad.csv:6: expert 9 out of range"), std::string::npos);
+  EXPECT_NE(error_of(head + "0,0,0,0,0,1,0.5,0\n").find("bad.csv:6: expected 9 comma-separated fields"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "0,0,0,0,0,1,x,0,10\n").find("bad.csv:6: weight"), std::string::npos);
+  EXPECT_NE(error_of(head + "0,3,0,0,0,1,0.5,0,10\n").find("bad.csv:6: phase"), std::string::npos);
+  EXPECT_NE(error_of("# route_trace v2\n").find("bad.csv:1: expected '# route_trace v1'"), std::string::npos);
+  EXPECT_NE(error_of("# route_trace v1\n# model=/m.gguf arch=x n_layer=2 n_expert=4 n_expert_used=2\n"
+                     "# layer=0 expert_bytes=10 dense_bytes=5\n"
+                     "turn,phase,step,layer,slot,expert,weight,residency,expert_bytes\n")
+                .find("bad.csv:4: header has no '# layer=1' line"),
+            std::string::npos);
+  EXPECT_NE(error_of("").find("bad.csv: no CSV header"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moetier::test
