@@ -1,5 +1,147 @@
+// `moetier eval`: teacher-forced evaluation of a token sequence — perplexity, logits and routing dumps, and the
+// comparison with logits saved from another run or engine (KL divergence, top-1 agreement).
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
+#include "gguf/gguf.h"
+#include "model/eval.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
 
 namespace moetier::cli {
-void register_eval(CLI::App& app) { app.add_subcommand("eval", "teacher-forced evaluation (not yet)"); }
+
+namespace {
+
+struct EvalArgs {
+  std::string model;
+  std::string tokens_file;
+  std::string text_file;
+  std::string prompt;
+  std::string logits_out;
+  std::string routing_out;
+  std::string kl_base;
+  int64_t decode_from = -1;
+  int64_t n_ctx = 0;
+  int64_t n_batch = 512;
+  int64_t n_expert_used = 0;
+  std::string kv_type = "f16";
+  bool ggml_rounding = false;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open text file {}", path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void run_eval(const EvalArgs& a) {
+  const int n_inputs = int{!a.tokens_file.empty()} + int{!a.text_file.empty()} + int{!a.prompt.empty()};
+  if (n_inputs != 1) fail("eval: give exactly one of --tokens, -f/--file or -p/--prompt");
+  const gguf::GgufModel file = gguf::GgufModel::open(a.model);
+
+  model::EvalTokens in;
+  if (!a.tokens_file.empty()) {
+    in = model::read_eval_tokens(a.tokens_file, a.decode_from);
+  } else {
+    const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_metadata(file.metadata());
+    in.tokens = tok.encode(a.text_file.empty() ? a.prompt : read_text(a.text_file), true, false);
+    if (in.tokens.empty()) fail("eval: the text encodes to no tokens");
+    const auto n = static_cast<int64_t>(in.tokens.size());
+    if (a.decode_from > n) fail("--decode-from {} is beyond the {} tokens of the text", a.decode_from, n);
+    in.n_prefill = a.decode_from >= 0 ? a.decode_from : std::max<int64_t>(n - 1, 1);
+  }
+
+  model::ModelOptions opts;
+  opts.n_ctx = a.n_ctx > 0 ? a.n_ctx : static_cast<int64_t>(in.tokens.size());
+  opts.n_batch = a.n_batch;
+  opts.n_expert_used = a.n_expert_used;
+  if (a.kv_type == "f16") {
+    opts.kv_type = model::KvType::f16;
+  } else if (a.kv_type == "f32") {
+    opts.kv_type = model::KvType::f32;
+  } else {
+    fail("--kv-type '{}' is not one of f16, f32", a.kv_type);
+  }
+  if (a.ggml_rounding) opts.rounding = quant::ActivationRounding::match_ggml;
+  const auto m = model::load_model(file, opts);
+  const model::EvalResult r = model::evaluate(*m, in.tokens, in.n_prefill);
+
+  fmt::print("model: {} ({}), {} tokens ({} in the first batch, then one at a time)\n", a.model,
+             m->info().architecture, r.n_rows, in.n_prefill);
+  if (r.n_rows >= 2) fmt::print("perplexity: {:.4f} over {} predictions\n", r.perplexity, r.n_rows - 1);
+
+  if (!a.logits_out.empty()) {
+    model::write_f32(a.logits_out, r.logits);
+    fmt::print("logits: {} rows x {} written to {}\n", r.n_rows, r.n_vocab, a.logits_out);
+  }
+  if (!a.routing_out.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (int64_t i = 0; i < r.n_rows; ++i) {
+      nlohmann::json layers = nlohmann::json::array();
+      for (int64_t l = 0; l < r.n_moe_layers; ++l) {
+        nlohmann::json ids = nlohmann::json::array();
+        for (int64_t k = 0; k < r.n_expert_used; ++k) {
+          ids.push_back(r.routing[static_cast<size_t>((i * r.n_moe_layers + l) * r.n_expert_used + k)]);
+        }
+        layers.push_back(std::move(ids));
+      }
+      rows.push_back(std::move(layers));
+    }
+    std::ofstream out(a.routing_out);
+    if (!out) fail("cannot create {}", a.routing_out);
+    out << rows.dump() << "\n";
+    if (!out) fail("error writing {}", a.routing_out);
+    fmt::print("routing: {} rows x {} MoE layers x {} experts written to {}\n", r.n_rows, r.n_moe_layers,
+               r.n_expert_used, a.routing_out);
+  }
+  if (!a.kl_base.empty()) {
+    const std::vector<float> base = model::read_f32(a.kl_base);
+    if (base.size() != r.logits.size()) {
+      fail("--kl-base {} holds {} floats, expected {} ({} rows x n_vocab {})", a.kl_base, base.size(),
+           r.logits.size(), r.n_rows, r.n_vocab);
+    }
+    const model::LogitsComparison c = model::compare_logits(r.logits, base, r.n_vocab);
+    fmt::print("KL divergence vs base: mean {:.6f}, max {:.6f} nats; top-1 agreement {}/{} ({:.2f}%)\n", c.mean_kl,
+               c.max_kl, c.argmax_same, c.n_rows,
+               100.0 * static_cast<double>(c.argmax_same) / static_cast<double>(c.n_rows));
+    fmt::print("logits rel error vs base: mean {:.3e}, max {:.3e}\n", c.mean_rel, c.max_rel);
+  }
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  CLI::App* cmd = app.add_subcommand("eval", "teacher-forced evaluation: perplexity, logits/routing dumps, KL vs saved logits");
+  cmd->add_option("-m,--model", args->model, "model file (.gguf; first shard of a split model)")->required();
+  cmd->add_option("--tokens", args->tokens_file,
+                  "JSON token file: an oracle case {prompt_tokens, greedy_tokens} (evaluates prompt + greedy[:-1], "
+                  "the prompt as one batch) or a plain list of ids");
+  cmd->add_option("-f,--file", args->text_file, "text file to tokenize (with BOS) and evaluate");
+  cmd->add_option("-p,--prompt", args->prompt, "text to tokenize (with BOS) and evaluate");
+  cmd->add_option("--logits-out", args->logits_out, "write logits as float32 rows x n_vocab (little-endian)");
+  cmd->add_option("--routing-out", args->routing_out, "write routed expert ids as JSON [row][moe layer][k]");
+  cmd->add_option("--kl-base", args->kl_base, "compare with logits saved by --logits-out (or a reference engine)");
+  cmd->add_option("--decode-from", args->decode_from,
+                  "tokens before N run as one batch, the rest one at a time (default: the oracle prompt length; "
+                  "for a plain list or text, all but the last token)");
+  cmd->add_option("-c,--ctx-size", args->n_ctx, "context size (default: the number of tokens evaluated)");
+  cmd->add_option("-b,--batch-size", args->n_batch, "largest batch per forward pass")->capture_default_str();
+  cmd->add_option("--n-expert-used", args->n_expert_used, "override experts per token (lossy; 0 = the model's)");
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f16 (as the reference engine) or f32")
+      ->capture_default_str();
+  cmd->add_flag("--ggml-activations", args->ggml_rounding,
+                "round activations to the weight type's ggml dot-product type (F16/BF16/Q8_0/Q8_K) before each "
+                "product instead of using float activations (experimental)");
+  cmd->callback([args] { run_eval(*args); });
+}
+
 }  // namespace moetier::cli

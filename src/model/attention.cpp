@@ -1,0 +1,83 @@
+#include "model/attention.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+#include "model/rmsnorm.h"
+
+namespace moetier::model {
+
+Attention::Attention(const AttentionConfig& cfg, int64_t max_tok, int64_t n_ctx)
+    : cfg_(cfg),
+      rope_(cfg.rope),
+      q_(static_cast<size_t>(max_tok * cfg.n_head * cfg.head_dim)),
+      k_(static_cast<size_t>(max_tok * cfg.n_head_kv * cfg.head_dim)),
+      v_(static_cast<size_t>(max_tok * cfg.n_head_kv * cfg.head_dim)),
+      ctx_(static_cast<size_t>(max_tok * cfg.n_head * cfg.head_dim)),
+      scores_(static_cast<size_t>(n_ctx)) {}
+
+namespace {
+
+void add_bias(float* y, const std::vector<float>& b, int64_t n_tok, int64_t n) {
+  if (b.empty()) return;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t i = 0; i < n; ++i) y[t * n + i] += b[static_cast<size_t>(i)];
+  }
+}
+
+}  // namespace
+
+void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer, const float* x, int64_t pos0,
+                        int64_t n_tok, float* out, quant::MatmulScratch& mm) {
+  const int64_t hd = cfg_.head_dim, nh = cfg_.n_head, nkv = cfg_.n_head_kv;
+  const int64_t nq = nh * hd, nk = nkv * hd;
+  float* q = q_.data();
+  float* k = k_.data();
+  float* v = v_.data();
+  quant::matmul(w.wq, x, q, n_tok, mm);
+  quant::matmul(w.wk, x, k, n_tok, mm);
+  quant::matmul(w.wv, x, v, n_tok, mm);
+  add_bias(q, w.bq, n_tok, nq);
+  add_bias(k, w.bk, n_tok, nk);
+  add_bias(v, w.bv, n_tok, nk);
+  if (!w.q_norm.empty()) rms_norm(q, w.q_norm.data(), q, n_tok * nh, hd, cfg_.norm_eps);
+  if (!w.k_norm.empty()) rms_norm(k, w.k_norm.data(), k, n_tok * nkv, hd, cfg_.norm_eps);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    rope_.apply(q + t * nq, nh, hd, pos0 + t);
+    rope_.apply(k + t * nk, nkv, hd, pos0 + t);
+    cache.store(layer, pos0 + t, k + t * nk, v + t * nk);
+  }
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t group = nh / nkv;
+  float* scores = scores_.data();
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const int64_t p = pos0 + t;
+    const int64_t first = w.sliding_window > 0 ? std::max<int64_t>(0, p - w.sliding_window + 1) : 0;
+    for (int64_t h = 0; h < nh; ++h) {
+      const float* qh = q + t * nq + h * hd;
+      const int64_t koff = (h / group) * hd;
+      // Softmax over the visible keys and, when present, the head's sink logit (which has no value row).
+      float mx = w.sinks.empty() ? -std::numeric_limits<float>::infinity() : w.sinks[static_cast<size_t>(h)];
+      for (int64_t j = first; j <= p; ++j) {
+        scores[j] = cache.dot_k(layer, j, koff, qh, hd) * scale;
+        mx = std::max(mx, scores[j]);
+      }
+      double sum = w.sinks.empty() ? 0.0 : std::exp(static_cast<double>(w.sinks[static_cast<size_t>(h)] - mx));
+      for (int64_t j = first; j <= p; ++j) {
+        scores[j] = std::exp(scores[j] - mx);
+        sum += scores[j];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      float* o = ctx_.data() + t * nq + h * hd;
+      std::fill(o, o + hd, 0.0f);
+      for (int64_t j = first; j <= p; ++j) cache.axpy_v(layer, j, koff, scores[j] * inv, o, hd);
+    }
+  }
+  quant::matmul(w.wo, ctx_.data(), out, n_tok, mm);
+  add_bias(out, w.bo, n_tok, cfg_.n_embd);
+}
+
+}  // namespace moetier::model

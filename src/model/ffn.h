@@ -1,0 +1,33 @@
+// Dense feed-forward block: out = down(glu(gate(x), up(x))) (SwiGLU, Shazeer 2020), for models whose layers
+// have no routed experts (stories260K and other llama-architecture dense models).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/glu.h"
+#include "quant/matmul.h"
+
+namespace moetier::model {
+
+struct FfnWeights {
+  quant::WeightView gate;  // [n_ff, n_embd]
+  quant::WeightView up;    // [n_ff, n_embd]
+  quant::WeightView down;  // [n_embd, n_ff]
+};
+
+class DenseFfn {
+ public:
+  DenseFfn() = default;
+  DenseFfn(int64_t n_ff, int64_t max_tok, GluConfig glu);
+  // out[n_tok, n_embd] = FFN(x[n_tok, n_embd]).
+  void forward(const FfnWeights& w, const float* x, int64_t n_tok, float* out, quant::MatmulScratch& mm);
+
+ private:
+  GluConfig glu_;
+  int64_t n_ff_ = 0;
+  std::vector<float> gate_;  // [max_tok, n_ff]
+  std::vector<float> up_;    // [max_tok, n_ff]
+};
+
+}  // namespace moetier::model

@@ -1,0 +1,54 @@
+#include "model/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "util/error.h"
+
+namespace moetier::model {
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Generator::Generator(Model& model, sample::Sampler& sampler)
+    : model_(model), sampler_(sampler), logits_(static_cast<size_t>(model.info().n_vocab)) {
+  history_.reserve(static_cast<size_t>(model.info().n_ctx));
+}
+
+void Generator::prefill(std::span<const int32_t> tokens) {
+  if (tokens.empty()) return;
+  const auto n = static_cast<int64_t>(tokens.size());
+  if (n_past() + n > n_ctx())
+    fail("the prompt is {} tokens but the context has {} of {} free: shorten it or raise -c", n, n_ctx() - n_past(),
+         n_ctx());
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t n_batch = model_.info().n_batch;
+  for (int64_t i = 0; i < n; i += n_batch) {
+    const int64_t len = std::min(n_batch, n - i);
+    const auto chunk = tokens.subspan(static_cast<size_t>(i), static_cast<size_t>(len));
+    model_.forward(chunk, n_past(), logits_, LogitsMode::last);
+    history_.insert(history_.end(), chunk.begin(), chunk.end());
+  }
+  have_logits_ = true;
+  prefill_tokens += n;
+  prefill_seconds += seconds_since(t0);
+}
+
+int32_t Generator::sample() {
+  if (!have_logits_) fail("nothing to sample from: the context is empty");
+  return sampler_.sample(logits_, history_);
+}
+
+void Generator::decode(int32_t token) {
+  if (context_full()) fail("the context of {} tokens is full", n_ctx());
+  const auto t0 = std::chrono::steady_clock::now();
+  model_.forward({&token, 1}, n_past(), logits_, LogitsMode::last);
+  history_.push_back(token);
+  have_logits_ = true;
+  ++decode_tokens;
+  decode_seconds += seconds_since(t0);
+}
+
+}  // namespace moetier::model

@@ -1,0 +1,47 @@
+// Text generation over a Model: the context (token history and KV positions), prefill in batches, sampling and
+// one-token decode, with the timings `run` and `chat` report. Shared by both commands and the tests.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/model.h"
+#include "sample/sampler.h"
+
+namespace moetier::model {
+
+class Generator {
+ public:
+  // `model` and `sampler` must outlive the generator. Allocates the logits buffer [n_vocab] and reserves the
+  // history for n_ctx tokens once.
+  Generator(Model& model, sample::Sampler& sampler);
+
+  // Runs `tokens` after the current context, in chunks of the model's n_batch (the prefill). Throws
+  // moetier::Error when they do not fit in the context, saying how many tokens are free.
+  void prefill(std::span<const int32_t> tokens);
+  // Samples the next token from the logits of the last token run. Does not run it.
+  int32_t sample();
+  // Runs one token (normally the one just sampled) at the next position. Throws when the context is full.
+  void decode(int32_t token);
+
+  int64_t n_past() const { return static_cast<int64_t>(history_.size()); }
+  int64_t n_ctx() const { return model_.info().n_ctx; }
+  bool context_full() const { return n_past() >= n_ctx(); }
+  std::span<const int32_t> history() const { return history_; }
+
+  // Accumulated over the generator's life: tokens and seconds of prefill and of decode.
+  int64_t prefill_tokens = 0;
+  double prefill_seconds = 0.0;
+  int64_t decode_tokens = 0;
+  double decode_seconds = 0.0;
+
+ private:
+  Model& model_;
+  sample::Sampler& sampler_;
+  std::vector<float> logits_;     // [n_vocab]: the last token's logits
+  std::vector<int32_t> history_;  // [n_past]: every token in the KV cache
+  bool have_logits_ = false;
+};
+
+}  // namespace moetier::model

@@ -1,0 +1,43 @@
+// The key/value cache of every attention layer, allocated once for n_ctx positions.
+//
+// Layout per layer: K [n_ctx, n_kv] and V [n_ctx, n_kv] where n_kv = n_head_kv * head_dim, a position's row
+// holding its heads one after another. Elements are binary16 by default, as the reference engine keeps them
+// (rounding K and V to F16 is part of the function it computes), or float32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace moetier::model {
+
+enum class KvType { f16, f32 };
+
+class KvCache {
+ public:
+  KvCache() = default;
+  KvCache(int64_t n_layer, int64_t n_ctx, int64_t n_kv, KvType type);
+
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t n_kv() const { return n_kv_; }
+  KvType type() const { return type_; }
+  size_t bytes() const { return f16_.size() * 2 + f32_.size() * 4; }
+
+  // Store k[n_kv], v[n_kv] for `pos` of `layer`.
+  void store(int64_t layer, int64_t pos, const float* k, const float* v);
+  // q[n] . K[layer, pos, off:off+n]
+  float dot_k(int64_t layer, int64_t pos, int64_t off, const float* q, int64_t n) const;
+  // acc[n] += a * V[layer, pos, off:off+n]
+  void axpy_v(int64_t layer, int64_t pos, int64_t off, float a, float* acc, int64_t n) const;
+
+ private:
+  size_t index(int64_t layer, int64_t pos, int64_t off, int which) const {
+    return static_cast<size_t>(((layer * 2 + which) * n_ctx_ + pos) * n_kv_ + off);
+  }
+  int64_t n_layer_ = 0, n_ctx_ = 0, n_kv_ = 0;
+  KvType type_ = KvType::f16;
+  std::vector<uint16_t> f16_;  // [n_layer, 2 (K, V), n_ctx, n_kv] when type f16
+  std::vector<float> f32_;     // same, when type f32
+};
+
+}  // namespace moetier::model

@@ -1,0 +1,73 @@
+// Loading a GGUF model for inference and running its forward pass.
+//
+//   gguf::GgufModel file = gguf::GgufModel::open(path);
+//   std::unique_ptr<Model> m = load_model(file, ModelOptions{.n_ctx = 2048});
+//   m->forward(prompt_tokens, 0, logits, LogitsMode::all);      // prefill: all tokens through each layer at once
+//   m->forward({&next, 1}, n_prompt, last_logits, LogitsMode::last);  // decode
+//
+// The architecture is chosen by general.architecture through the registry (model/registry.h); supported:
+// llama (dense, and Mixtral-style MoE when blk.*.ffn_gate_inp exists), qwen3moe, gpt-oss. Hyperparameters are
+// validated at load (a missing or out-of-range key throws moetier::Error naming it) and every tensor is bound
+// with a shape check. All activation buffers and the KV cache are allocated by load_model; forward() allocates
+// nothing. A Model is not thread-safe: one forward at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "gguf/gguf.h"
+#include "model/kv_cache.h"
+#include "moe/expert_source.h"
+#include "quant/matmul.h"
+
+namespace moetier::model {
+
+struct ModelOptions {
+  int64_t n_ctx = 0;    // KV cache positions; 0 = the model's context_length, at most 4096
+  int64_t n_batch = 512;  // most tokens per forward() call (prefill chunk); capped at n_ctx
+  KvType kv_type = KvType::f16;  // the reference engine's default
+  int64_t n_expert_used = 0;     // 0 = the model's expert_used_count; otherwise an override (lossy)
+  // exact: float activations in every product. match_ggml rounds activations to the weight type's ggml
+  // vec_dot type first; measured against the oracle it is not closer (see quant/matmul.h), so it is opt-in.
+  quant::ActivationRounding rounding = quant::ActivationRounding::exact;
+};
+
+struct ModelInfo {
+  std::string architecture;  // general.architecture
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_ctx = 0;         // as allocated
+  int64_t n_batch = 0;       // as allocated
+  int64_t n_moe_layers = 0;  // layers with routed experts (0 for dense models)
+  int64_t n_expert = 0;      // experts per MoE layer (0 for dense models)
+  int64_t n_expert_used = 0; // experts chosen per token (after any override)
+};
+
+enum class LogitsMode { all, last };
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelInfo& info() const = 0;
+
+  // Runs tokens at positions pos .. pos + n - 1 (n = tokens.size(), 1 <= n <= n_batch, pos + n <= n_ctx),
+  // storing their keys/values in the cache; positions < pos must have been run before (later positions are
+  // overwritten, so restarting at pos 0 begins a new sequence).
+  // logits: [n, n_vocab] for LogitsMode::all, [n_vocab] (the last token's) for LogitsMode::last.
+  // routing: empty, or [n, n_moe_layers, n_expert_used] receiving each MoE layer's chosen expert ids.
+  // Throws moetier::Error for a token id outside the vocabulary, a full context or wrongly sized spans.
+  virtual void forward(std::span<const int32_t> tokens, int64_t pos, std::span<float> logits, LogitsMode mode,
+                       std::span<int32_t> routing = {}) = 0;
+};
+
+// Builds the model named by the file's general.architecture. `file` must outlive the model. Routed experts come
+// from `experts` when given (e.g. a streaming cache), otherwise from a moe::ResidentExperts over the mapping.
+// Throws moetier::Error for an unsupported architecture (listing the supported ones), bad metadata or a
+// tensor that is missing or mis-shaped.
+std::unique_ptr<Model> load_model(const gguf::GgufModel& file, const ModelOptions& opts = {},
+                                  std::unique_ptr<moe::ExpertSource> experts = nullptr);
+
+}  // namespace moetier::model

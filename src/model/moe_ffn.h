@@ -1,0 +1,61 @@
+// Routed mixture-of-experts feed-forward block:
+//   out[t] = sum over the k experts e chosen for token t of  weight[t, e] * down_e(glu(gate_e(x[t]) + bg_e,
+//            up_e(x[t]) + bu_e)) + bd_e
+// (biases only for gpt-oss). Routing is done for the whole batch first; then the tokens are grouped by expert so
+// each chosen expert's weights are read once per batch, and the layer's expert set is requested from the
+// ExpertSource in one call, computing each expert as it arrives. Each (token, slot) result is kept apart and the
+// slots are summed in routing order at the end, so the output does not depend on the order experts arrive in.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/glu.h"
+#include "model/router.h"
+#include "moe/expert_source.h"
+#include "quant/matmul.h"
+
+namespace moetier::model {
+
+struct RouterWeights {
+  quant::WeightView gate_inp;  // [n_expert, n_embd]
+  std::vector<float> bias;     // [n_expert] or empty
+};
+
+class MoeFfn final : private moe::ExpertConsumer {
+ public:
+  MoeFfn() = default;
+  MoeFfn(const RouterConfig& router, const GluConfig& glu, int64_t n_embd, int64_t n_ff, int64_t max_tok);
+
+  // out[n_tok, n_embd] = MoE(x[n_tok, n_embd]) for `layer`. If `routing` is not null it receives the chosen
+  // expert ids [n_tok, n_used] in descending weight order.
+  void forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& experts, const float* x, int64_t n_tok,
+               float* out, int32_t* routing, quant::MatmulScratch& mm);
+
+  const RouterConfig& router() const { return router_; }
+
+ private:
+  void on_expert(int32_t expert, const moe::ExpertWeights& w) override;
+
+  RouterConfig router_;
+  GluConfig glu_;
+  int64_t n_embd_ = 0, n_ff_ = 0;
+  std::vector<float> logits_;    // [max_tok, n_expert]: router logits
+  std::vector<float> probs_;     // [n_expert]: routing scratch
+  std::vector<int32_t> ids_;     // [max_tok, n_used]: chosen experts
+  std::vector<float> weights_;   // [max_tok, n_used]: their mixing weights
+  std::vector<int32_t> count_;   // [n_expert]: tokens routed to each expert
+  std::vector<int32_t> start_;   // [n_expert]: offset of each expert's list in slots_
+  std::vector<int32_t> slots_;   // [max_tok * n_used]: (token * n_used + slot) grouped by expert
+  std::vector<int32_t> chosen_;  // [n_expert]: distinct experts of this batch
+  std::vector<float> xg_;        // [max_tok, n_embd]: gathered inputs of one expert's tokens
+  std::vector<float> gate_;      // [max_tok, n_ff]
+  std::vector<float> up_;        // [max_tok, n_ff]
+  std::vector<float> yg_;        // [max_tok, n_embd]: one expert's outputs
+  std::vector<float> per_slot_;  // [max_tok, n_used, n_embd]: weighted expert outputs per (token, slot)
+  // Per-call state read by on_expert.
+  const float* x_ = nullptr;
+  quant::MatmulScratch* mm_ = nullptr;
+};
+
+}  // namespace moetier::model

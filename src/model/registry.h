@@ -1,0 +1,31 @@
+// The table from general.architecture to the code that builds that architecture. Each architecture lives in its
+// own file (arch_<name>.cpp) with its hyperparameters, tensor binding and layer forward; adding one means one
+// new file and one line in registry.cpp.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "model/model.h"
+
+namespace moetier::model {
+
+using ModelFactory = std::unique_ptr<Model> (*)(const gguf::GgufModel& file, const ModelOptions& opts,
+                                               std::unique_ptr<moe::ExpertSource> experts);
+
+struct ArchitectureEntry {
+  std::string_view name;  // general.architecture value
+  ModelFactory make;
+};
+
+std::span<const ArchitectureEntry> architectures();
+// nullptr when unsupported.
+const ArchitectureEntry* find_architecture(std::string_view name);
+
+// Factories, one per arch_*.cpp.
+std::unique_ptr<Model> make_llama(const gguf::GgufModel&, const ModelOptions&, std::unique_ptr<moe::ExpertSource>);
+std::unique_ptr<Model> make_qwen3moe(const gguf::GgufModel&, const ModelOptions&, std::unique_ptr<moe::ExpertSource>);
+std::unique_ptr<Model> make_gptoss(const gguf::GgufModel&, const ModelOptions&, std::unique_ptr<moe::ExpertSource>);
+
+}  // namespace moetier::model

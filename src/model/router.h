@@ -1,0 +1,25 @@
+// Mixture-of-experts routing: from a token's router logits (ffn_gate_inp . x, plus a bias for gpt-oss) to the
+// chosen experts and their mixing weights.
+//   softmax_topk (Mixtral, Qwen3-MoE; Jiang et al. 2024 "Mixtral of Experts"): p = softmax(logits) over all
+//     experts, choose the k largest p; with `normalize`, weights = p_chosen / sum(p_chosen) (Qwen3-MoE's
+//     norm_topk_prob, always on for Mixtral and Qwen3-MoE in the reference engine).
+//   topk_softmax (gpt-oss model card / reference implementation): choose the k largest logits, weights =
+//     softmax over the chosen logits only.
+// Ties choose the lower expert index.
+#pragma once
+
+#include <cstdint>
+
+namespace moetier::model {
+
+struct RouterConfig {
+  enum class Gating { softmax_topk, topk_softmax } gating = Gating::softmax_topk;
+  bool normalize = true;  // softmax_topk only
+  int64_t n_expert = 0;
+  int64_t n_used = 0;  // k
+};
+
+// ids[k], weights[k] (in descending weight order) from logits[n_expert]. `probs` is scratch [n_expert].
+void route(const RouterConfig& cfg, const float* logits, float* probs, int32_t* ids, float* weights);
+
+}  // namespace moetier::model

@@ -1,0 +1,46 @@
+// Binding named GGUF tensors to views, with the checks that turn a wrong file into a sentence: a missing tensor,
+// a shape other than expected, or a type moetier cannot compute with each throw moetier::Error naming the tensor,
+// the expected and the found value (after calm's tensors.c habit).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "quant/matmul.h"
+
+namespace moetier::model {
+
+class TensorBinder {
+ public:
+  explicit TensorBinder(const gguf::GgufModel& file) : file_(file) {}
+
+  bool has(const std::string& name) const { return file_.find(name) != nullptr; }
+
+  // The tensor `name` with GGUF shape `ne` (ne[0] contiguous); any type with a dequantizer.
+  const gguf::TensorInfo& tensor(const std::string& name, std::initializer_list<int64_t> ne) const;
+
+  // A matrix of `rows` rows of `cols` elements: GGUF shape [cols, rows].
+  quant::WeightView matrix(const std::string& name, int64_t cols, int64_t rows) const;
+
+  // A stack of `n` matrices [cols, rows, n] viewed as one matrix of n * rows rows (index first).
+  quant::WeightView matrix_stack(const std::string& name, int64_t cols, int64_t rows, int64_t n) const;
+
+  // A vector of n elements (norm weights, biases, sinks), dequantized to an owned float copy.
+  std::vector<float> vector(const std::string& name, int64_t n) const;
+  // As vector(), or empty when the tensor is absent.
+  std::vector<float> optional_vector(const std::string& name, int64_t n) const;
+
+  // A float32 tensor of shape `ne` read in place (stacked expert biases): pointer into the mapping.
+  const float* f32_in_place(const std::string& name, std::initializer_list<int64_t> ne) const;
+
+ private:
+  const gguf::GgufModel& file_;
+};
+
+// "blk.3.attn_q.weight" from (3, "attn_q.weight").
+std::string block_tensor(int64_t layer, const char* suffix);
+
+}  // namespace moetier::model

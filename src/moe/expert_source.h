@@ -1,0 +1,53 @@
+// How the forward pass gets routed-expert weights: an interface, so that experts can stay in the file and be
+// streamed into a cache (see the streaming issue) while the resident implementation simply points into the mmap.
+//
+// Protocol. For one layer, the MoE block asks for the set of experts its tokens were routed to, all at once, and
+// receives each one through ExpertConsumer::on_expert as it becomes available, in any order, on the calling
+// thread. fetch() returns after every requested expert has been delivered exactly once. A view is valid only
+// during its on_expert call: a cache may recycle the slot afterwards. The resident source delivers everything
+// immediately, in request order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "quant/matmul.h"
+
+namespace moetier::moe {
+
+// Shapes shared by every expert of a model (GGUF order of the stacked tensors: ffn_gate_exps/ffn_up_exps are
+// [n_embd, n_ff, n_expert], ffn_down_exps is [n_ff, n_embd, n_expert]).
+struct ExpertShape {
+  int64_t n_layer = 0;   // layers with routed experts are 0..n_layer-1 (all layers for the supported models)
+  int64_t n_expert = 0;  // experts per layer
+  int64_t n_embd = 0;    // model width
+  int64_t n_ff = 0;      // expert hidden width
+  bool has_bias = false;  // gpt-oss: per-expert biases on gate, up and down
+};
+
+// One expert's weights, as views.
+struct ExpertWeights {
+  quant::WeightView gate;  // [n_ff, n_embd] (rows, cols)
+  quant::WeightView up;    // [n_ff, n_embd]
+  quant::WeightView down;  // [n_embd, n_ff]
+  const float* gate_bias = nullptr;  // [n_ff] or null
+  const float* up_bias = nullptr;    // [n_ff] or null
+  const float* down_bias = nullptr;  // [n_embd] or null
+};
+
+class ExpertConsumer {
+ public:
+  virtual ~ExpertConsumer() = default;
+  virtual void on_expert(int32_t expert, const ExpertWeights& w) = 0;
+};
+
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  virtual const ExpertShape& shape() const = 0;
+  // Deliver each expert of `experts` (distinct ids in [0, n_expert)) of `layer` to `consumer` once.
+  // Must not allocate in steady state (it runs inside the forward pass).
+  virtual void fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) = 0;
+};
+
+}  // namespace moetier::moe

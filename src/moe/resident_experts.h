@@ -1,0 +1,37 @@
+// ExpertSource over a fully mapped model file: expert e of a stacked tensor ffn_*_exps is the e-th slice of
+// rows (e * rows_per_expert * row_bytes bytes in), so views point straight into the mapping.
+#pragma once
+
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "moe/expert_source.h"
+
+namespace moetier::moe {
+
+class ResidentExperts final : public ExpertSource {
+ public:
+  // Binds blk.L.ffn_{gate,up,down}_exps.weight (and .bias when shape.has_bias) for L < shape.n_layer, checking
+  // each shape against `shape`; throws moetier::Error naming the tensor with expected and found shapes.
+  // `model` must outlive this object.
+  ResidentExperts(const gguf::GgufModel& model, const ExpertShape& shape);
+
+  const ExpertShape& shape() const override { return shape_; }
+  void fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) override;
+  // Views of one expert (no delivery protocol; for tests and tools).
+  ExpertWeights expert(int64_t layer, int32_t expert) const;
+
+ private:
+  struct Layer {
+    quant::WeightView gate;  // [n_expert * n_ff, n_embd]: expert index first
+    quant::WeightView up;    // [n_expert * n_ff, n_embd]
+    quant::WeightView down;  // [n_expert * n_embd, n_ff]
+    const float* gate_bias = nullptr;  // [n_expert, n_ff]
+    const float* up_bias = nullptr;    // [n_expert, n_ff]
+    const float* down_bias = nullptr;  // [n_expert, n_embd]
+  };
+  ExpertShape shape_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace moetier::moe

@@ -1,0 +1,80 @@
+#include "sample/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sample/greedy.h"
+
+namespace moetier::sample {
+
+Sampler::Sampler(const SamplerParams& p, int64_t n_vocab)
+    : p_(p), cand_(static_cast<size_t>(n_vocab)), prob_(static_cast<size_t>(n_vocab)), rng_(p.seed) {}
+
+double Sampler::uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  const size_t n_vocab = cand_.size();
+  if (p_.temperature <= 0.0f && p_.repeat_penalty == 1.0f) return argmax(logits);
+
+  for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
+  if (p_.repeat_penalty != 1.0f && p_.repeat_last_n > 0) {
+    const size_t n = std::min(history.size(), static_cast<size_t>(p_.repeat_last_n));
+    // A token seen several times is penalised once, as in llama.cpp: after the first time its logit no longer
+    // equals the raw one (a zero logit is left unchanged by the penalty either way).
+    for (size_t i = history.size() - n; i < history.size(); ++i) {
+      const auto id = static_cast<size_t>(history[i]);
+      if (id >= n_vocab) continue;
+      float& l = cand_[id].logit;
+      if (l != logits[id]) continue;  // already penalised
+      l = l > 0.0f ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+    }
+  }
+  size_t n = n_vocab;
+  auto by_logit = [](const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  if (p_.temperature <= 0.0f) return std::min_element(cand_.begin(), cand_.end(), by_logit)->id;
+
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
+    std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), by_logit);
+    n = static_cast<size_t>(p_.top_k);
+  } else {
+    std::sort(cand_.begin(), cand_.end(), by_logit);
+  }
+  // Softmax over the survivors (at temperature 1, as the top-p and min-p filters are defined).
+  auto softmax = [&](float temp) {
+    const float mx = cand_[0].logit;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      prob_[i] = std::exp((cand_[i].logit - mx) / temp);
+      sum += prob_[i];
+    }
+    for (size_t i = 0; i < n; ++i) prob_[i] = static_cast<float>(prob_[i] / sum);
+  };
+  softmax(1.0f);
+  if (p_.top_p < 1.0f) {
+    double cum = 0.0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cum += prob_[i];
+      if (cum >= p_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    n = keep;
+  }
+  if (p_.min_p > 0.0f) {
+    const float floor = p_.min_p * prob_[0];
+    size_t keep = 1;
+    while (keep < n && prob_[keep] >= floor) ++keep;
+    n = keep;
+  }
+  softmax(p_.temperature);
+  double r = uniform01();
+  for (size_t i = 0; i < n; ++i) {
+    r -= prob_[i];
+    if (r < 0.0) return cand_[i].id;
+  }
+  return cand_[n - 1].id;  // rounding left a sliver of probability: the last survivor
+}
+
+}  // namespace moetier::sample

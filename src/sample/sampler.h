@@ -1,0 +1,50 @@
+// Token sampling from logits: repetition penalty, top-k, top-p (nucleus), min-p, temperature, then a draw —
+// the order llama.cpp's default sampler chain applies them, so the same flags mean the same thing.
+//
+// Sources: nucleus sampling (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"); min-p
+// (Nguyen et al. 2024, "Turning Up the Heat: Min-p Sampling"); the repetition penalty of CTRL (Keskar et al. 2019):
+// a positive logit is divided by the penalty, a negative one multiplied.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace moetier::sample {
+
+struct SamplerParams {
+  float temperature = 0.8f;     // <= 0: greedy (argmax); the other settings are then ignored
+  int32_t top_k = 40;           // keep the k most likely tokens; <= 0 keeps all
+  float top_p = 0.95f;          // keep the smallest set whose probability reaches p; >= 1 keeps all
+  float min_p = 0.05f;          // drop tokens whose probability is below min_p x the top token's; <= 0 keeps all
+  float repeat_penalty = 1.0f;  // 1 = off
+  int32_t repeat_last_n = 64;   // how many previous tokens the penalty looks at
+  uint64_t seed = 0;            // the same seed and inputs give the same tokens
+};
+
+class Sampler {
+ public:
+  // Allocates its candidate buffers for n_vocab tokens once; sample() allocates nothing.
+  Sampler(const SamplerParams& p, int64_t n_vocab);
+
+  // Next token from logits [n_vocab]; `history` holds the tokens so far (prompt and generated), of which the
+  // last repeat_last_n are penalised.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+  const SamplerParams& params() const { return p_; }
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;
+  };
+  double uniform01();  // [0, 1), 53 bits: the same stream on every platform for a given seed
+
+  SamplerParams p_;
+  std::vector<Candidate> cand_;  // [n_vocab]
+  std::vector<float> prob_;      // [n_vocab]
+  std::mt19937_64 rng_;
+};
+
+}  // namespace moetier::sample

@@ -1,0 +1,64 @@
+// The MoE block's result must not depend on the order an ExpertSource delivers experts in (a streaming cache
+// delivers them as reads complete), and the override of experts per token must take effect.
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gguf/gguf.h"
+#include "model/eval.h"
+#include "model/model.h"
+#include "moe/resident_experts.h"
+#include "test_support.h"
+
+namespace moetier::model {
+namespace {
+
+// Delivers the requested experts in reverse order, through a copy of each expert's request list.
+class ReversedExperts final : public moe::ExpertSource {
+ public:
+  ReversedExperts(const gguf::GgufModel& f, const moe::ExpertShape& s) : inner_(f, s), order_(64) {}
+  const moe::ExpertShape& shape() const override { return inner_.shape(); }
+  void fetch(int64_t layer, std::span<const int32_t> experts, moe::ExpertConsumer& c) override {
+    ++fetches;
+    std::copy(experts.rbegin(), experts.rend(), order_.begin());
+    for (size_t i = 0; i < experts.size(); ++i) c.on_expert(order_[i], inner_.expert(layer, order_[i]));
+  }
+  int fetches = 0;
+
+ private:
+  moe::ResidentExperts inner_;
+  std::vector<int32_t> order_;
+};
+
+TEST(ExpertSource, DeliveryOrderDoesNotChangeResults) {
+  const gguf::GgufModel f = gguf::GgufModel::open(test::oracle_dir() / "models" / "micro-gptoss-F16.gguf");
+  const std::vector<int32_t> tokens{1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
+  const auto a = load_model(f, ModelOptions{.n_ctx = 64});
+  const EvalResult ra = evaluate(*a, tokens, 6);
+  auto src = std::make_unique<ReversedExperts>(f, moe::ExpertShape{2, 8, 128, 128, true});
+  ReversedExperts* raw = src.get();
+  const auto b = load_model(f, ModelOptions{.n_ctx = 64}, std::move(src));
+  const EvalResult rb = evaluate(*b, tokens, 6);
+  EXPECT_EQ(ra.logits, rb.logits);
+  EXPECT_EQ(ra.routing, rb.routing);
+  EXPECT_EQ(raw->fetches, 2 * 5);  // one request per layer per forward call (1 prefill + 4 decode steps)
+}
+
+TEST(ExpertSource, ExpertsUsedOverride) {
+  const gguf::GgufModel f = gguf::GgufModel::open(test::oracle_dir() / "models" / "micro-qwen3moe-F16.gguf");
+  const auto m = load_model(f, ModelOptions{.n_ctx = 64, .n_expert_used = 3});
+  EXPECT_EQ(m->info().n_expert_used, 3);
+  const std::vector<int32_t> tokens{1, 403, 407};
+  const EvalResult r = evaluate(*m, tokens, 3);
+  ASSERT_EQ(r.routing.size(), 3u * 2u * 3u);
+  for (size_t i = 0; i < r.routing.size(); i += 3) {  // three distinct experts per (token, layer)
+    EXPECT_NE(r.routing[i], r.routing[i + 1]);
+    EXPECT_NE(r.routing[i], r.routing[i + 2]);
+    EXPECT_NE(r.routing[i + 1], r.routing[i + 2]);
+  }
+}
+
+}  // namespace
+}  // namespace moetier::model
