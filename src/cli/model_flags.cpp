@@ -10,9 +10,10 @@ namespace moetier::cli {
 
 void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "GGUF model file (for a split model, its first shard)")->required();
-  cmd.add_option("-c,--ctx-size", n_ctx, "context size in tokens (KV cache positions)")
+  cmd.add_option("-c,--ctx-size", n_ctx,
+                 "context size in tokens (KV cache positions); 0: the model's training context, at most 4096")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("-b,--batch-size", n_batch, "most prompt tokens per forward pass (prefill chunk)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -25,7 +26,7 @@ void ModelFlags::add_to(CLI::App& cmd) {
 model::ModelOptions ModelFlags::options() const {
   model::ModelOptions o;
   o.n_ctx = n_ctx;
-  o.n_batch = std::min(n_batch, n_ctx);
+  o.n_batch = n_batch;  // the model caps it at the context size
   o.n_expert_used = n_expert_used;
   if (kv_type == "f16")
     o.kv_type = model::KvType::f16;

@@ -14,7 +14,7 @@ namespace moetier::cli {
 
 struct ModelFlags {
   std::string model;
-  int64_t n_ctx = 4096;
+  int64_t n_ctx = 0;  // 0: the model's training context, at most 4096
   int64_t n_batch = 512;
   std::string kv_type = "f16";
   int64_t n_expert_used = 0;

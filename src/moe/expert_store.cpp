@@ -1,0 +1,125 @@
+#include "moe/expert_store.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "moe/io/anon_buffer.h"
+#include "quant/ggml_type.h"
+#include "util/error.h"
+
+namespace moetier::moe {
+
+namespace {
+
+constexpr std::string_view kRoleSuffix[] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight",
+                                            "ffn_gate_exps.bias",   "ffn_up_exps.bias",   "ffn_down_exps.bias"};
+
+}  // namespace
+
+ExpertStore::ExpertStore(const gguf::GgufModel& model) : model_(model), layout_(ExpertLayout::from_model(model)) {
+  const std::string file = model.path().string();
+  const auto& ls = layout_.layers();
+  if (ls.empty()) fail("{}: the model has no routed experts (blk.N.ffn_*_exps tensors) to stream", file);
+  const gguf::TensorInfo* gate0 = nullptr;
+  for (const auto* t : ls[0].stacked) {
+    if (t->name.ends_with(kRoleSuffix[0])) gate0 = t;
+  }
+  if (gate0 == nullptr || gate0->n_dims != 3) {
+    fail("{}: layer {} has no 3-D ffn_gate_exps.weight", file, ls[0].layer);
+  }
+  shape_.n_layer = static_cast<int64_t>(ls.size());
+  shape_.n_expert = ls[0].n_expert;
+  shape_.n_embd = gate0->ne[0];
+  shape_.n_ff = gate0->ne[1];
+  const int64_t D = shape_.n_embd, F = shape_.n_ff, E = shape_.n_expert;
+  const std::array<std::array<int64_t, 3>, 6> want = {{{D, F, E}, {D, F, E}, {F, D, E}, {F, E, 1}, {F, E, 1}, {D, E, 1}}};
+
+  layers_.resize(ls.size());
+  for (size_t il = 0; il < ls.size(); ++il) {
+    const LayerExperts& le = ls[il];
+    if (le.layer != static_cast<int64_t>(il)) {
+      fail("{}: layer {} has no routed experts; streaming needs every layer 0..{} to be a MoE layer", file, il,
+           ls.size() - 1);
+    }
+    if (le.n_expert != E) fail("{}: layer {} has {} experts, layer 0 has {}", file, il, le.n_expert, E);
+    Layer& l = layers_[il];
+    l.expert_bytes = le.expert_bytes;
+    uint64_t at = 0;
+    unsigned seen = 0;
+    for (const auto* t : le.stacked) {
+      int role = -1;
+      for (int r = 0; r < 6; ++r) {
+        if (t->name.ends_with(kRoleSuffix[r])) role = r;
+      }
+      if (role < 0) fail("{}: tensor '{}' is a routed-expert tensor moetier does not know", file, t->name);
+      const auto& w = want[static_cast<size_t>(role)];
+      const uint32_t nd = role < 3 ? 3u : 2u;
+      bool ok = t->n_dims == nd;
+      for (uint32_t d = 0; d < nd; ++d) ok = ok && t->ne[d] == w[d];
+      if (!ok) {
+        fail("{}: tensor '{}' has shape {}, expected [{}, {}{}]", file, t->name, t->shape_string(), w[0], w[1],
+             nd == 3 ? ", " + std::to_string(w[2]) : std::string());
+      }
+      if (role >= 3 && t->type != quant::GgmlType::F32) {
+        fail("{}: tensor '{}' has type {}, expected F32", file, t->name, quant::type_name(t->type));
+      }
+      if ((seen >> role) & 1u) fail("{}: tensor '{}' appears twice", file, t->name);
+      seen |= 1u << role;
+      l.roles.push_back(static_cast<Role>(role));
+      l.tensors.push_back(t);
+      l.region.push_back(at);
+      at += io::round_up(t->n_bytes / static_cast<uint64_t>(E) + io::kPage - 1, io::kPage);
+    }
+    if ((seen & 7u) != 7u) fail("{}: layer {} lacks one of ffn_{{gate,up,down}}_exps.weight", file, il);
+    const bool bias = (seen & 0x38u) == 0x38u;
+    if ((seen & 0x38u) != 0 && !bias) fail("{}: layer {} has some but not all ffn_*_exps.bias tensors", file, il);
+    if (il == 0) shape_.has_bias = bias;
+    if (bias != shape_.has_bias) fail("{}: layer {} differs from layer 0 in having expert biases", file, il);
+    slot_bytes_ = std::max(slot_bytes_, at);
+  }
+}
+
+uint64_t ExpertStore::max_expert_bytes() const {
+  uint64_t m = 0;
+  for (const Layer& l : layers_) m = std::max(m, l.expert_bytes);
+  return m;
+}
+
+SliceRead ExpertStore::slice_read(int64_t layer, int32_t expert, int s) const {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  const gguf::TensorInfo* t = l.tensors[static_cast<size_t>(s)];
+  const uint64_t per = t->n_bytes / static_cast<uint64_t>(shape_.n_expert);
+  const uint64_t off = t->file_offset + per * static_cast<uint64_t>(expert);
+  SliceRead r;
+  r.shard = t->shard;
+  r.file_offset = io::round_down(off, io::kPage);
+  r.length = io::round_up(off + per, io::kPage) - r.file_offset;
+  r.region = l.region[static_cast<size_t>(s)];
+  r.skip = off - r.file_offset;
+  r.need = r.skip + per;
+  return r;
+}
+
+ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* slot) const {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  const int64_t D = shape_.n_embd, F = shape_.n_ff;
+  ExpertWeights w;
+  for (size_t s = 0; s < l.roles.size(); ++s) {
+    const gguf::TensorInfo* t = l.tensors[s];
+    const uint64_t per = t->n_bytes / static_cast<uint64_t>(shape_.n_expert);
+    const uint64_t off = t->file_offset + per * static_cast<uint64_t>(expert);
+    const uint8_t* p = slot + l.region[s] + (off - io::round_down(off, io::kPage));
+    switch (l.roles[s]) {
+      case Role::gate: w.gate = {t->type, p, F, D, quant::row_bytes(t->type, D)}; break;
+      case Role::up: w.up = {t->type, p, F, D, quant::row_bytes(t->type, D)}; break;
+      case Role::down: w.down = {t->type, p, D, F, quant::row_bytes(t->type, F)}; break;
+      // Biases are F32 at 4-byte aligned file offsets, so the in-window pointer is float-aligned.
+      case Role::gate_bias: w.gate_bias = reinterpret_cast<const float*>(p); break;
+      case Role::up_bias: w.up_bias = reinterpret_cast<const float*>(p); break;
+      case Role::down_bias: w.down_bias = reinterpret_cast<const float*>(p); break;
+    }
+  }
+  return w;
+}
+
+}  // namespace moetier::moe

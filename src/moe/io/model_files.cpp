@@ -1,0 +1,150 @@
+#include "moe/io/model_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "moe/io/anon_buffer.h"
+#include "util/error.h"
+
+namespace moetier::moe::io {
+
+ModelFiles::ModelFiles(const std::vector<std::filesystem::path>& paths, const FileOptions& opts) {
+  files_.reserve(paths.size());
+  for (const auto& p : paths) {
+    File f;
+    f.path = p;
+    f.buffered_fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f.buffered_fd < 0) {
+      const int err = errno;
+      close_all();
+      fail("cannot open {} for reading: {}", p.string(), std::strerror(err));
+    }
+    struct stat st {};
+    if (fstat(f.buffered_fd, &st) != 0) {
+      const int err = errno;
+      ::close(f.buffered_fd);
+      close_all();
+      fail("cannot stat {}: {}", p.string(), std::strerror(err));
+    }
+    f.size = static_cast<uint64_t>(st.st_size);
+    f.dev = static_cast<uint64_t>(st.st_dev);
+    f.ino = static_cast<uint64_t>(st.st_ino);
+    files_.push_back(std::move(f));
+  }
+
+  std::string reason;
+  if (!opts.direct) reason = "no_odirect option";
+  for (uint32_t i = 0; i < files_.size() && reason.empty(); ++i) {
+    File& f = files_[i];
+    f.direct_fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (f.direct_fd < 0) {
+      reason = fmt::format("O_DIRECT open of {} refused: {}", f.path.string(), std::strerror(errno));
+      break;
+    }
+    reason = probe_direct(i);
+  }
+  direct_ = reason.empty();
+  note_ = direct_ ? std::string("direct I/O") : fmt::format("buffered pread ({})", reason);
+  if (!direct_ && opts.direct && opts.log) opts.log(fmt::format("expert reads fall back to {}", note_));
+}
+
+ModelFiles::ModelFiles(ModelFiles&& o) noexcept
+    : files_(std::move(o.files_)), direct_(o.direct_), note_(std::move(o.note_)) {
+  o.files_.clear();
+}
+
+ModelFiles& ModelFiles::operator=(ModelFiles&& o) noexcept {
+  if (this != &o) {
+    close_all();
+    files_ = std::move(o.files_);
+    o.files_.clear();
+    direct_ = o.direct_;
+    note_ = std::move(o.note_);
+  }
+  return *this;
+}
+
+ModelFiles::~ModelFiles() { close_all(); }
+
+void ModelFiles::close_all() noexcept {
+  for (File& f : files_) {
+    if (f.direct_fd >= 0) ::close(f.direct_fd);
+    if (f.buffered_fd >= 0) ::close(f.buffered_fd);
+    f.direct_fd = f.buffered_fd = -1;
+  }
+  files_.clear();
+}
+
+namespace {
+
+// pread until `len` bytes, end of file (short count) or an error (-errno).
+int64_t pread_full(int fd, uint64_t offset, uint64_t len, uint8_t* dst) {
+  uint64_t done = 0;
+  while (done < len) {
+    const ssize_t r = ::pread(fd, dst + done, len - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (r == 0) break;
+    done += static_cast<uint64_t>(r);
+  }
+  return static_cast<int64_t>(done);
+}
+
+}  // namespace
+
+std::string ModelFiles::probe_direct(uint32_t i) const {
+  const File& f = files_[i];
+  constexpr uint64_t kWindow = 64 * 1024;  // bytes per probe: a few pages, cheap at open
+  AnonBuffer a(kWindow, "direct I/O probe"), b(kWindow, "direct I/O probe");
+  const uint64_t last = f.size > kWindow ? round_down(f.size - kWindow, kPage) : 0;
+  for (const uint64_t off : {uint64_t{0}, round_down(f.size / 2, kPage), last}) {
+    const int64_t rd = pread_full(f.direct_fd, off, kWindow, a.data());
+    if (rd < 0) {
+      return fmt::format("O_DIRECT read of {} at offset {} failed: {}", f.path.string(), off,
+                         std::strerror(static_cast<int>(-rd)));
+    }
+    const int64_t rb = pread_full(f.buffered_fd, off, kWindow, b.data());
+    if (rb < 0) {
+      fail("cannot read {} at offset {}: {}", f.path.string(), off, std::strerror(static_cast<int>(-rb)));
+    }
+    if (rd != rb || std::memcmp(a.data(), b.data(), static_cast<size_t>(rb)) != 0) {
+      return fmt::format("direct and buffered reads of {} at offset {} differ", f.path.string(), off);
+    }
+  }
+  return {};
+}
+
+uint64_t ModelFiles::read_window(uint32_t f, uint64_t offset, uint64_t len, uint8_t* dst) const {
+  const int64_t r = pread_full(read_fd(f), offset, len, dst);
+  if (r < 0) fail("{}", describe_failure(f, offset, len, r));
+  return static_cast<uint64_t>(r);
+}
+
+std::string ModelFiles::describe_failure(uint32_t fi, uint64_t offset, uint64_t want, int64_t result) const {
+  const File& f = files_[fi];
+  std::string what = result < 0 ? fmt::format("failed: {}", std::strerror(static_cast<int>(-result)))
+                                 : fmt::format("returned {} of {} bytes", result, want);
+  std::string why;
+  struct stat st {};
+  if (::stat(f.path.c_str(), &st) != 0) {
+    why = "; the file is gone";
+  } else if (static_cast<uint64_t>(st.st_dev) != f.dev || static_cast<uint64_t>(st.st_ino) != f.ino) {
+    why = "; the file was replaced while in use";
+  } else if (static_cast<uint64_t>(st.st_size) < f.size) {
+    why = fmt::format("; the file was truncated from {} to {} bytes while in use", f.size,
+                      static_cast<uint64_t>(st.st_size));
+  }
+  return fmt::format("read of {} at offset {} ({} bytes) {}{}", f.path.string(), offset, want, what, why);
+}
+
+}  // namespace moetier::moe::io

@@ -1,0 +1,84 @@
+#include "moe/placement.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace moetier::moe {
+
+namespace {
+double mib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
+}  // namespace
+
+std::string_view placement_name(Placement p) {
+  switch (p) {
+    case Placement::resident: return "resident";
+    case Placement::stream: return "stream";
+    case Placement::auto_: return "auto";
+  }
+  return "?";
+}
+
+Placement parse_placement(std::string_view s) {
+  if (s == "resident") return Placement::resident;
+  if (s == "stream") return Placement::stream;
+  if (s == "auto") return Placement::auto_;
+  fail("unknown placement '{}' (expected resident, stream or auto)", s);
+}
+
+uint64_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  if (!in) fail("cannot read /proc/meminfo to find the available memory");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream ss(line.substr(13));
+    uint64_t kib = 0;
+    std::string unit;
+    if (ss >> kib >> unit && unit == "kB") return kib * 1024;
+    fail("/proc/meminfo: cannot parse '{}' (expected 'MemAvailable: N kB')", line);
+  }
+  fail("/proc/meminfo has no MemAvailable line");
+}
+
+PlacementDecision decide_placement(Placement p, uint64_t model_bytes, uint64_t kv_bytes, uint64_t mem_available,
+                                   uint64_t headroom) {
+  PlacementDecision d;
+  if (p == Placement::resident) {
+    d.reason = "placement resident (as asked): experts stay mapped";
+    return d;
+  }
+  if (p == Placement::stream) {
+    d.stream = true;
+    d.reason = "placement stream (as asked): experts stream from disk";
+    return d;
+  }
+  const uint64_t need = model_bytes + kv_bytes + headroom;
+  d.stream = need > mem_available;
+  d.reason = fmt::format("placement auto: model {:.0f} MiB + KV {:.0f} MiB + headroom {:.0f} MiB {} available {:.0f} MiB, {}",
+                         mib(model_bytes), mib(kv_bytes), mib(headroom), d.stream ? ">" : "<=", mib(mem_available),
+                         d.stream ? "experts stream from disk" : "experts stay mapped");
+  return d;
+}
+
+AutoCache auto_cache(uint64_t mem_available, uint64_t dense_bytes, uint64_t kv_bytes, uint64_t slot_bytes,
+                     int64_t n_experts_total, uint64_t floor, uint64_t ceiling) {
+  AutoCache a;
+  const uint64_t reserved = floor + dense_bytes + kv_bytes;
+  uint64_t b = mem_available > reserved ? mem_available - reserved : 0;
+  if (ceiling > 0) b = std::min(b, ceiling);
+  if (slot_bytes > 0) {
+    a.experts = std::min<int64_t>(static_cast<int64_t>(b / slot_bytes), std::max<int64_t>(n_experts_total, 0));
+    a.bytes = static_cast<uint64_t>(a.experts) * slot_bytes;
+  }
+  a.percent = n_experts_total > 0 ? 100.0 * static_cast<double>(a.experts) / static_cast<double>(n_experts_total) : 0.0;
+  a.report = fmt::format("cache auto: {:.0f} MiB = {} experts = {:.1f}% of all experts", mib(a.bytes), a.experts,
+                         a.percent);
+  return a;
+}
+
+}  // namespace moetier::moe

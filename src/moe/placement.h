@@ -1,0 +1,47 @@
+// Whether routed experts stay resident (mapped) or stream from disk, and how much RAM the expert cache gets.
+// Pure functions of sizes (bytes) plus a reader of /proc/meminfo, so the decisions are testable and the CLI can
+// print the reason in its start log.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace moetier::moe {
+
+enum class Placement { resident, stream, auto_ };
+std::string_view placement_name(Placement p);  // "resident", "stream", "auto"
+// "resident" / "stream" / "auto"; throws moetier::Error naming the value and the choices otherwise.
+Placement parse_placement(std::string_view s);
+
+// MemAvailable of /proc/meminfo, bytes. Throws moetier::Error when it cannot be read.
+uint64_t mem_available_bytes();
+
+struct PlacementDecision {
+  bool stream = false;
+  std::string reason;  // one sentence for the start log, with the sizes in MiB
+};
+
+inline constexpr uint64_t kDefaultHeadroom = uint64_t{2048} << 20;  // bytes kept free by `auto`
+
+// resident and stream are taken as asked; auto streams when model_bytes + kv_bytes + headroom exceed
+// mem_available (all bytes).
+PlacementDecision decide_placement(Placement p, uint64_t model_bytes, uint64_t kv_bytes, uint64_t mem_available,
+                                   uint64_t headroom = kDefaultHeadroom);
+
+inline constexpr uint64_t kDefaultCacheFloor = uint64_t{1536} << 20;  // bytes left to the system by cache auto
+
+struct AutoCache {
+  uint64_t bytes = 0;    // cache budget, a whole number of slots
+  int64_t experts = 0;   // slots it holds
+  double percent = 0.0;  // of all experts of the model
+  std::string report;    // "cache auto: X MiB = N experts = P% of all experts"
+};
+
+// The expert cache budget for cache_mb = auto: mem_available - floor - dense_bytes - kv_bytes, capped by
+// `ceiling` (0 = no cap) and by the bytes of all experts, floored at 0, and rounded down to whole slots of
+// slot_bytes. n_experts_total is the model's (layer, expert) count.
+AutoCache auto_cache(uint64_t mem_available, uint64_t dense_bytes, uint64_t kv_bytes, uint64_t slot_bytes,
+                     int64_t n_experts_total, uint64_t floor = kDefaultCacheFloor, uint64_t ceiling = 0);
+
+}  // namespace moetier::moe

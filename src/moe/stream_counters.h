@@ -1,0 +1,31 @@
+// Telemetry of the streaming expert store, per step (prefill pass or decode token) and cumulative.
+#pragma once
+
+#include <cstdint>
+
+namespace moetier::moe {
+
+struct StreamCounters {
+  uint64_t hits = 0;          // experts found in the cache
+  uint64_t misses = 0;        // experts read from the file(s)
+  uint64_t evictions = 0;     // cache entries dropped to make room
+  uint64_t bytes_read = 0;    // bytes read from the file(s), whole page-aligned windows
+  uint64_t reread_bytes = 0;  // expert bytes read again for an expert that had been read before
+  double io_ms = 0.0;         // read time summed over lanes (each read's time in flight), milliseconds
+  double stall_ms = 0.0;      // time the compute thread waited for reads, milliseconds
+  double mgmt_ms = 0.0;       // cache bookkeeping (policy and slot assignment), milliseconds
+
+  StreamCounters& operator+=(const StreamCounters& o) {
+    hits += o.hits;
+    misses += o.misses;
+    evictions += o.evictions;
+    bytes_read += o.bytes_read;
+    reread_bytes += o.reread_bytes;
+    io_ms += o.io_ms;
+    stall_ms += o.stall_ms;
+    mgmt_ms += o.mgmt_ms;
+    return *this;
+  }
+};
+
+}  // namespace moetier::moe

@@ -1,0 +1,132 @@
+// ExpertSource that keeps routed experts in the model file(s) and reads them on demand into a RAM cache of
+// fixed slots, with the cache's contents decided by a CachePolicy (cache_policy.h).
+//
+//   gguf::GgufModel file = gguf::GgufModel::open(path);
+//   auto src = std::make_unique<moe::StreamingExperts>(file, moe::StreamingOptions{.cache_bytes = 4096ull << 20});
+//   moe::StreamingExperts* stream = src.get();           // for counters and phase
+//   auto model = model::load_model(file, opts, std::move(src));
+//   stream->set_phase(moe::Phase::Prefill); model->forward(prompt...); auto c = stream->end_step();
+//   stream->set_phase(moe::Phase::Decode);  model->forward(next...);   c = stream->end_step();  // per token
+//
+// fetch(layer, experts): asks the policy which experts hit; frees evicted slots; submits the reads of every miss
+// to the read lanes at once (retained misses into free cache slots, the others into working slots, which are
+// recycled as their experts are delivered, so a prefill batch touching every expert of a layer needs only a few);
+// then, with overlap on, delivers the hits while the reads run and each missing expert as soon as its last slice
+// lands; with overlap off, waits for every read in flight before delivering (in rounds when the working slots
+// are fewer than the non-retained misses). The bytes delivered are the file's bytes, so results are
+// bit-identical to the resident source.
+//
+// Errors: a failed or short read (including a file truncated while in use) throws moetier::Error naming the file
+// and offset from fetch(), on the calling thread, after every read in flight has been collected; no expert whose
+// read failed is ever delivered (experts delivered before the failure was seen hold the file's bytes, but the
+// forward pass ends with the exception). The store is unusable afterwards: later fetches rethrow the same error.
+// Adaptive policies' background swap-ins (SwapPlan::load) are not performed yet: end_step() cancels them, so those
+// policies behave like their LRU core plus their evictions.
+// Memory: everything (slots, queues, bookkeeping) is allocated by the constructor; fetch() and end_step()
+// allocate nothing. Thread-safety: one thread (the forward pass) calls everything.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "moe/cache_policy.h"
+#include "moe/expert_source.h"
+#include "moe/expert_store.h"
+#include "moe/io/model_files.h"
+#include "moe/io/read_engine.h"
+#include "moe/slot_arena.h"
+#include "moe/stream_counters.h"
+
+namespace moetier::moe {
+
+struct StreamingOptions {
+  uint64_t cache_bytes = 0;  // RAM cache budget, bytes; 0 = no cache (every use reads); see auto_cache_bytes()
+  std::string policy = "lru";  // make_policy() name
+  PolicyParams policy_params;
+  int lanes = 4;               // reads in flight at once
+  io::EngineKind engine = io::kDefaultEngine;
+  bool overlap = true;         // deliver each expert as its read lands (false: after the whole round)
+  bool direct = true;          // O_DIRECT reads (false = no_odirect: buffered pread)
+  int working_slots = 0;       // slots for experts not retained; 0 = max(4, 2 * lanes)
+  int64_t fail_read = -1;      // test hook: the read with this 0-based number fails with EIO
+  std::function<void(std::string_view)> log;  // one line per notable event (I/O fallbacks); may be empty
+};
+
+class StreamingExperts final : public ExpertSource {
+ public:
+  // Opens the model's shard files for reading, allocates the slot arena (cache_bytes / slot_bytes() cache slots
+  // plus the working slots) and the policy. `model` must outlive this object. Throws moetier::Error on a model
+  // without routed experts, unreadable files, an unknown policy or an allocation failure.
+  StreamingExperts(const gguf::GgufModel& model, const StreamingOptions& opts);
+  ~StreamingExperts() override;
+
+  const ExpertShape& shape() const override { return store_.shape(); }
+  void fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) override;
+
+  // Phase given to the policy for the following fetches (default Prefill).
+  void set_phase(Phase p) { phase_ = p; }
+  // Ends a step (the prefill pass or one decode token): lets the policy plan swaps and returns the counters
+  // accumulated since the previous end_step().
+  StreamCounters end_step();
+  const StreamCounters& totals() const { return totals_; }  // since construction, including the current step
+
+  uint64_t slot_bytes() const { return arena_.slot_bytes(); }  // one slot, bytes
+  int64_t cache_slots() const { return arena_.n_cache(); }
+  int64_t working_slots() const { return arena_.n_working(); }
+  uint64_t arena_bytes() const { return arena_.bytes(); }  // all slots, bytes
+  uint64_t resident_bytes() const;  // expert bytes now held by the cache
+  const ExpertStore& store() const { return store_; }
+  const io::ModelFiles& files() const { return files_; }
+  const io::ReadEngine& engine() const { return *engine_; }
+  const CachePolicy* policy() const { return policy_.get(); }
+  // "N lanes, io_uring, direct I/O, cache C slots of S MiB (P MiB), W working slots", for the start log.
+  std::string describe() const;
+
+ private:
+  struct Job {
+    int32_t expert = 0;
+    uint8_t* slot = nullptr;
+    int32_t working = -1;  // working slot index, or -1 for a cache slot
+    int remaining = 0;     // slices still in flight
+  };
+  void start_job(int64_t layer, int32_t expert, uint8_t* slot, int32_t working);
+  void start_waiting(int64_t layer);  // starts queued non-retained misses while working slots are free
+  void deliver(int64_t layer, const Job& job, ExpertConsumer& consumer);
+  void finish_job(int64_t layer, Job& job);  // recycles its working slot
+  void drain() noexcept;                       // collects every read in flight, discarding results
+  size_t key(int64_t layer, int32_t e) const { return static_cast<size_t>(layer * store_.shape().n_expert + e); }
+
+  const gguf::GgufModel& model_;
+  StreamingOptions opts_;
+  ExpertStore store_;
+  io::ModelFiles files_;
+  std::unique_ptr<io::ReadEngine> engine_;
+  SlotArena arena_;
+  std::unique_ptr<CachePolicy> policy_;  // null when there are no cache slots
+  Phase phase_ = Phase::Prefill;
+
+  // Bookkeeping, all sized at construction.
+  AccessResult access_;
+  SwapPlan plan_;
+  std::vector<int32_t> slot_of_;      // [n_layer * n_expert] cache slot of a resident entry, or -1
+  std::vector<int32_t> free_slots_;   // stack of free cache slots
+  std::vector<uint8_t> read_before_;  // [n_layer * n_expert] 1 once an expert has been read
+  std::vector<Job> jobs_;             // [n_expert] reads of the current fetch
+  std::vector<int32_t> hits_;         // [n_expert] experts of the current fetch found in the cache
+  std::vector<int32_t> waiting_;      // [n_expert] non-retained misses waiting for a working slot (FIFO)
+  size_t waiting_head_ = 0, waiting_n_ = 0;
+  std::vector<int32_t> free_working_;  // stack of free working slots
+  std::vector<int32_t> ready_;         // [n_expert] jobs read and not yet delivered (overlap off)
+  size_t n_jobs_ = 0, n_ready_ = 0;
+
+  StreamCounters totals_;
+  StreamCounters at_step_start_;
+  std::string error_;  // non-empty once a read failed: the store is poisoned
+};
+
+}  // namespace moetier::moe

@@ -1,0 +1,51 @@
+// Chat formats: detection from the model and the exact text of a turn.
+#include <gtest/gtest.h>
+
+#include "chat/chat_format.h"
+#include "gguf/gguf.h"
+#include "test_support.h"
+#include "util/error.h"
+
+namespace moetier::chat {
+namespace {
+
+TEST(ChatFormat, DetectedFromTheChatTemplate) {
+  const auto qwen = gguf::GgufModel::open(test::shared_dir() / "tokenizer/qwen3-vocab.gguf");
+  EXPECT_EQ(detect_format(qwen.metadata()), Format::ChatML);
+  const auto oss = gguf::GgufModel::open(test::oracle_dir() / "models/tiny-gptoss-MXFP4.gguf");
+  EXPECT_EQ(detect_format(oss.metadata()), Format::Harmony);  // no template: from the architecture
+  const auto mixtral = gguf::GgufModel::open(test::oracle_dir() / "models/tiny-mixtral-Q4_0.gguf");
+  EXPECT_EQ(detect_format(mixtral.metadata()), Format::Mistral);
+  EXPECT_THROW(parse_format("alpaca"), Error);
+}
+
+TEST(ChatFormat, ChatMLTurns) {
+  Options o;
+  o.format = Format::ChatML;
+  o.system_prompt = "Be brief.";
+  EXPECT_EQ(render_user_turn(o, "Hi", true, false),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  o.no_think = true;
+  EXPECT_EQ(render_user_turn(o, "More", false, true),
+            "<|im_end|>\n<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+}
+
+TEST(ChatFormat, HarmonyNoThinkGoesToTheFinalChannel) {
+  Options o;
+  o.format = Format::Harmony;
+  o.no_think = true;
+  const auto s = render_user_turn(o, "Hi", true, false);
+  EXPECT_EQ(s.rfind("<|start|>system<|message|>", 0), 0u);
+  EXPECT_NE(s.find("<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>"), std::string::npos);
+  EXPECT_EQ(render_user_turn(o, "Again", false, true).rfind("<|end|><|start|>user", 0), 0u);
+}
+
+TEST(ChatFormat, MistralInstruction) {
+  Options o;
+  o.format = Format::Mistral;
+  EXPECT_EQ(render_user_turn(o, "Hi", true, false), "[INST] Hi [/INST]");
+  EXPECT_EQ(render_user_turn(o, "And?", false, true), "</s>[INST] And? [/INST]");
+}
+
+}  // namespace
+}  // namespace moetier::chat

@@ -1,0 +1,107 @@
+// `moetier run` and `chat` end to end on the shared models.
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cli/run_cli.h"
+#include "model/eval.h"
+
+namespace moetier {
+namespace {
+
+std::string stories() { return (test::oracle_dir() / "models/stories260K.gguf").string(); }
+
+// Greedy generation through the CLI prints the prompt followed by the reference engine's greedy text.
+TEST(Run, GreedyReproducesTheReferenceText) {
+  const auto j = model::read_json_lenient(test::oracle_dir() / "ref/stories260K.p1.json");
+  const auto prompt = j["prompt"].get<std::string>();
+  const auto n = j["greedy_tokens"].size();
+  const auto r = test::run_cli("run -m '" + stories() + "' --temp 0 -n " + std::to_string(n) + " -p '" + prompt + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(prompt + j["greedy_text"].get<std::string>()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("decode: 31 tokens"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tok/s"), std::string::npos);
+}
+
+TEST(Run, SameSeedSameText) {
+  const std::string cmd = "run -m '" + stories() + "' -p 'Once upon a time' -n 48 --temp 1.0 ";
+  const auto a = test::run_cli(cmd + "--seed 7");
+  const auto b = test::run_cli(cmd + "--seed 7");
+  const auto c = test::run_cli(cmd + "--seed 8");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto text = [](const std::string& out) { return out.substr(0, out.find("prefill:")); };
+  auto body = [&](const std::string& out) {  // drop the timing line, which differs run to run
+    const auto t = text(out);
+    return t.substr(t.find("Once upon a time"));
+  };
+  EXPECT_EQ(body(a.output), body(b.output));
+  EXPECT_NE(body(a.output), body(c.output));
+}
+
+TEST(Run, PromptLongerThanContextIsAnError) {
+  std::string long_prompt;
+  for (int i = 0; i < 100; ++i) long_prompt += "Once upon a time ";
+  const auto r = test::run_cli("run -m '" + stories() + "' -c 64 -n 4 -p '" + long_prompt + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("context"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("-c"), std::string::npos) << r.output;
+}
+
+TEST(Run, GenerationStopsAtAFullContext) {
+  const auto r = test::run_cli("run -m '" + stories() + "' -c 24 -n 100 --temp 0 -p 'Once upon a time'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("context full at 24 tokens"), std::string::npos) << r.output;
+}
+
+TEST(Run, InvalidUtf8PromptDoesNotCrash) {
+  const auto f = test::tmp_dir("run") / "bad-utf8.txt";
+  std::ofstream(f, std::ios::binary) << "\xff\xfe bad \xc3";
+  const auto r = test::run_cli("run -m '" + stories() + "' -n 4 -f '" + f.string() + "'");
+  EXPECT_FALSE(r.signaled);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(Run, UnsupportedArchitectureListsTheSupportedOnes) {
+  const auto vocab = (test::shared_dir() / "tokenizer/qwen3-vocab.gguf").string();
+  const auto r = test::run_cli("run -m '" + vocab + "' -p hi");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("qwen2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("qwen3moe"), std::string::npos) << r.output;
+}
+
+TEST(Run, BadFlagsAreClearErrors) {
+  auto r = test::run_cli("run -m '" + stories() + "' -p hi --top-p 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--top-p"), std::string::npos) << r.output;
+  r = test::run_cli("run -m '" + stories() + "' -p hi --seed banana");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--seed"), std::string::npos) << r.output;
+  r = test::run_cli("run -m '" + stories() + "' -p hi --chat --chat-format klingon");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("chatml"), std::string::npos) << r.output;
+  r = test::run_cli("run -m '" + stories() + "' -p hi --no-such-flag");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.signaled);
+}
+
+TEST(Run, ChatWrapsThePromptAndNamesTheFormat) {
+  const auto m = (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string();
+  const auto r = test::run_cli("run -m '" + m + "' --chat --no-think -n 8 -p 'Hello there'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("chat format: chatml (no think)"), std::string::npos) << r.output;
+}
+
+TEST(Chat, KeepsTheContextAcrossTurns) {
+  const auto m = (test::oracle_dir() / "models/tiny-gptoss-MXFP4.gguf").string();
+  const auto f = test::tmp_dir("run") / "chat-input.txt";
+  std::ofstream(f) << "Hello\nTell me a story\n";
+  const auto r = test::run_cli("chat -m '" + m + "' -n 6 --temp 0 < '" + f.string() + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("chat format: harmony"), std::string::npos) << r.output;
+  // Two turns of 6 generated tokens each: the second turn's prefill follows the first's reply in one context.
+  EXPECT_NE(r.output.find("decode: 12 tokens"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace moetier

@@ -1,0 +1,47 @@
+// Helpers shared by the streaming tests: the oracle's MoE models, their prompts, and a resident reference run.
+#pragma once
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "model/eval.h"
+#include "model/model.h"
+#include "test_support.h"
+
+namespace moetier::moe::test {
+
+namespace fs = std::filesystem;
+
+// Every MoE model of ../shared/oracle/models (everything but the dense stories260K*), sorted.
+inline std::vector<std::string> moe_model_names() {
+  std::vector<std::string> names;
+  const fs::path dir = fs::path(MOETIER_SHARED_DIR) / "oracle" / "models";
+  if (!fs::is_directory(dir)) return names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string stem = e.path().stem().string();
+    if (e.path().extension() == ".gguf" && !stem.starts_with("stories")) names.push_back(stem);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+inline fs::path model_path(const std::string& name) {
+  return moetier::test::oracle_dir() / "models" / (name + ".gguf");
+}
+
+// The oracle case `prompt` of `name`: prompt as one batch, then up to `decode` one-token steps of its greedy tail.
+inline model::EvalTokens oracle_tokens(const std::string& name, const char* prompt, int64_t decode) {
+  model::EvalTokens t = model::read_eval_tokens(moetier::test::oracle_dir() / "ref" / (name + "." + prompt + ".json"));
+  t.tokens.resize(static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(t.tokens.size()), t.n_prefill + decode)));
+  return t;
+}
+
+inline std::string param_name(std::string s) {
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
+}  // namespace moetier::moe::test
