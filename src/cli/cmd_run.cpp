@@ -101,11 +101,22 @@ void print_piece(const std::string& s) {
   std::fflush(stdout);
 }
 
-void print_speed(const model::Generator& g) {
+void print_speed(const model::Generator& g, const moe::StreamingExperts* stream) {
   auto tps = [](int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
   fmt::print(stderr, "prefill: {} tokens in {:.2f} s ({:.1f} tok/s) | decode: {} tokens in {:.2f} s ({:.1f} tok/s)\n",
              g.prefill_tokens, g.prefill_seconds, tps(g.prefill_tokens, g.prefill_seconds), g.decode_tokens,
              g.decode_seconds, tps(g.decode_tokens, g.decode_seconds));
+  if (stream == nullptr) return;
+  const auto& t = stream->totals();
+  const double lookups = static_cast<double>(t.hits + t.misses);
+  const double steps = static_cast<double>(g.decode_tokens + (g.prefill_tokens > 0 ? 1 : 0));
+  fmt::print(stderr,
+             "experts: hit rate {:.1f}% ({} hits, {} misses), {:.1f} MiB read ({:.1f} MiB per step), {} evictions, "
+             "{:.1f} MiB re-read; I/O {:.0f} ms over lanes, stall {:.0f} ms, cache management {:.0f} ms\n",
+             lookups > 0 ? 100.0 * static_cast<double>(t.hits) / lookups : 0.0, t.hits, t.misses,
+             static_cast<double>(t.bytes_read) / 1048576.0,
+             steps > 0 ? static_cast<double>(t.bytes_read) / 1048576.0 / steps : 0.0, t.evictions,
+             static_cast<double>(t.reread_bytes) / 1048576.0, t.io_ms, t.stall_ms, t.mgmt_ms);
 }
 
 // Generates up to n_predict tokens (< 0: until end of generation or a full context), printing each as it comes.
@@ -170,12 +181,13 @@ void register_run_command(CLI::App& app) {
       fail("the prompt is {} tokens, which does not fit the context of {} tokens (one more is needed to generate): "
            "raise -c or shorten the prompt",
            prompt.size(), lm.model->info().n_ctx);
-    model::Generator g(*lm.model, sampler);
+    StreamStepHooks hooks(lm.stream);
+    model::Generator g(*lm.model, sampler, &hooks);
     g.prefill(prompt);
     if (!o->chat_mode) print_piece(text);
     generate(g, tok, o->n_predict, false);
     print_piece("\n");
-    print_speed(g);
+    print_speed(g, lm.stream);
   });
 }
 
@@ -198,7 +210,8 @@ void register_chat_command(CLI::App& app) {
     const auto tok = tokenizer::Tokenizer::from_metadata(lm.file->metadata());
     sample::Sampler sampler(o->sampling.resolve(), lm.model->info().n_vocab);
     const auto co = o->chat.resolve(lm.file->metadata());
-    model::Generator g(*lm.model, sampler);
+    StreamStepHooks hooks(lm.stream);
+    model::Generator g(*lm.model, sampler, &hooks);
     const bool tty = isatty(STDIN_FILENO) != 0;
     if (tty) fmt::print(stderr, "type a message and press enter; an empty line or end of input (Ctrl-D) ends the chat\n");
     bool first = true;
@@ -217,7 +230,7 @@ void register_chat_command(CLI::App& app) {
       generate(g, tok, o->n_predict, true);
       print_piece("\n");
     }
-    print_speed(g);
+    print_speed(g, lm.stream);
   });
 }
 

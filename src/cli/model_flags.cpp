@@ -1,12 +1,44 @@
 #include "cli/model_flags.h"
 
+#include <chrono>
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "moe/dense_weights.h"
+#include "moe/expert_layout.h"
+#include "moe/expert_store.h"
+#include "moe/placement.h"
 #include "util/error.h"
 
 namespace moetier::cli {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr int64_t kMaxDefaultCtx = 4096;  // default context cap: KV memory grows with it
+
+void log_line(std::string_view s) { fmt::print(stderr, "{}\n", s); }
+
+int64_t resolve_ctx(const ModelFlags& f, const gguf::Metadata& md) {
+  if (f.n_ctx > 0) return f.n_ctx;
+  const std::string arch = md.get_string_or("general.architecture", "");
+  const auto trained = static_cast<int64_t>(md.get_uint_or(arch + ".context_length", kMaxDefaultCtx));
+  return std::min(trained, kMaxDefaultCtx);
+}
+
+// KV cache bytes for n_ctx positions: K and V per layer of n_head_kv x head_dim elements of the KV type.
+uint64_t kv_bytes_estimate(const gguf::Metadata& md, int64_t n_ctx, const std::string& kv_type) {
+  const std::string a = md.get_string_or("general.architecture", "");
+  const uint64_t n_layer = md.get_uint_or(a + ".block_count", 0);
+  const uint64_t n_head = md.get_uint_or(a + ".attention.head_count", 1);
+  const uint64_t n_head_kv = md.get_uint_or(a + ".attention.head_count_kv", n_head);
+  const uint64_t n_embd = md.get_uint_or(a + ".embedding_length", 0);
+  const uint64_t head_dim = md.get_uint_or(a + ".attention.key_length", n_head ? n_embd / n_head : 0);
+  const uint64_t elem = kv_type == "f32" ? 4 : 2;
+  return 2 * n_layer * static_cast<uint64_t>(n_ctx) * n_head_kv * head_dim * elem;
+}
+
+}  // namespace
 
 void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "GGUF model file (for a split model, its first shard)")->required();
@@ -21,6 +53,42 @@ void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--n-expert-used", n_expert_used,
                  "override the model's top-k experts per token (lossy: changes the model's output)")
       ->check(CLI::PositiveNumber);
+  const char* g = "Expert streaming";
+  cmd.add_option("--experts", experts,
+                 "resident: every expert in RAM (mapped); stream: read routed experts from the file into the expert "
+                 "cache; auto: stream when the model does not fit in available RAM")
+      ->capture_default_str()
+      ->group(g);
+  cmd.add_option("--cache-mb", cache_mb,
+                 "expert cache budget in MiB when streaming: auto (available RAM minus --cache-floor-mb, dense "
+                 "weights and KV cache), 0 (no cache: every expert read at every use) or N")
+      ->capture_default_str()
+      ->group(g);
+  cmd.add_option("--cache-floor-mb", cache_floor_mb, "RAM left to the system by --cache-mb auto, MiB")
+      ->capture_default_str()
+      ->group(g);
+  cmd.add_option("--cache-ceil-mb", cache_ceil_mb, "upper bound of --cache-mb auto, MiB (0: none)")
+      ->capture_default_str()
+      ->group(g);
+  cmd.add_option("--cache-policy", cache_policy, "expert cache policy: lru, lfu, lfu-decay, adaptive, reuse")
+      ->capture_default_str()
+      ->group(g);
+  cmd.add_option("--io-threads", io_threads, "parallel read lanes for expert reads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64))
+      ->group(g);
+  cmd.add_option("--io-engine", io_engine, "expert read engine: pread (a thread pool; measured faster here) or io_uring")
+      ->group(g);
+  cmd.add_flag("--overlap,!--no-overlap", overlap,
+               "compute cached experts while missing ones are read, each as its read lands")
+      ->capture_default_str()
+      ->group(g);
+  cmd.add_flag("--no-odirect", no_odirect, "read experts through the page cache instead of direct I/O")->group(g);
+  cmd.add_option("--dense-weights", dense_weights,
+                 "non-expert weights when streaming: mmap (page cache), warm (one sequential read at load), anon "
+                 "(direct I/O into memory the kernel cannot drop)")
+      ->capture_default_str()
+      ->group(g);
 }
 
 model::ModelOptions ModelFlags::options() const {
@@ -38,20 +106,87 @@ model::ModelOptions ModelFlags::options() const {
 }
 
 LoadedModel load(const ModelFlags& f) {
+  const auto t0 = std::chrono::steady_clock::now();
   LoadedModel lm;
-  const auto opts = f.options();
+  auto opts = f.options();
+  const auto placement = moe::parse_placement(f.experts);
+  const auto dense_policy = moe::parse_dense_policy(f.dense_weights);
   lm.file = std::make_unique<gguf::GgufModel>(gguf::GgufModel::open(f.model));
-  lm.model = model::load_model(*lm.file, opts);
+  const auto& md = lm.file->metadata();
+  opts.n_ctx = resolve_ctx(f, md);
+  const uint64_t kv_bytes = kv_bytes_estimate(md, opts.n_ctx, f.kv_type);
+  const auto layout = moe::ExpertLayout::from_model(*lm.file);
+
+  std::unique_ptr<moe::ExpertSource> source;
+  if (layout.layers().empty()) {
+    log_line("experts: none (a dense model): every weight stays mapped");
+  } else {
+    uint64_t file_bytes = 0;
+    for (const auto& s : lm.file->shards()) file_bytes += s.file_size;
+    const auto decision = moe::decide_placement(placement, file_bytes, kv_bytes, moe::mem_available_bytes());
+    log_line(fmt::format("experts: {} ({})", decision.stream ? "stream" : "resident", decision.reason));
+    if (decision.stream) {
+      moe::StreamingOptions so;
+      so.policy = f.cache_policy;
+      so.lanes = f.io_threads;
+      if (!f.io_engine.empty()) so.engine = moe::io::parse_engine(f.io_engine);
+      so.overlap = f.overlap;
+      so.direct = !f.no_odirect;
+      so.log = log_line;
+      if (f.cache_mb == "auto") {
+        const moe::ExpertStore probe(*lm.file);
+        const auto ac = moe::auto_cache(moe::mem_available_bytes(), layout.dense_total_bytes(), kv_bytes,
+                                        probe.slot_bytes(), layout.n_experts_total(), f.cache_floor_mb * kMiB,
+                                        f.cache_ceil_mb * kMiB);
+        so.cache_bytes = ac.bytes;
+        log_line(ac.report);
+      } else {
+        try {
+          size_t used = 0;
+          so.cache_bytes = std::stoull(f.cache_mb, &used) * kMiB;
+          if (used != f.cache_mb.size()) throw std::invalid_argument(f.cache_mb);
+        } catch (const std::exception&) {
+          fail("--cache-mb '{}' is not auto or a whole number of MiB", f.cache_mb);
+        }
+        log_line(fmt::format("cache: {} MiB as given", f.cache_mb));
+      }
+      auto stream = std::make_unique<moe::StreamingExperts>(*lm.file, so);
+      log_line(fmt::format("expert store: {}", stream->describe()));
+      if (const auto* pol = stream->policy(); pol != nullptr && pol->cliff_guard_engaged())
+        log_line(fmt::format("cliff guard: the cache's {} slots are fewer than one token's working set of {} experts, "
+                             "so plain LRU would evict every expert before its reuse; each layer keeps a protected "
+                             "share of {} experts",
+                             stream->cache_slots(), pol->working_set(), pol->layer_quota(0)));
+      const auto dense = moe::load_dense(*lm.file, stream->files(), dense_policy);
+      log_line(fmt::format("dense weights: {}, {:.1f} MiB{}", moe::dense_policy_name(dense.policy),
+                           static_cast<double>(dense.dense_bytes) / static_cast<double>(kMiB),
+                           dense.loaded_bytes ? fmt::format(", loaded in {:.2f} s", dense.seconds) : ""));
+      lm.stream = stream.get();
+      source = std::move(stream);
+    }
+  }
+  lm.model = model::load_model(*lm.file, opts, std::move(source));
   const auto& info = lm.model->info();
-  fmt::print(stderr, "model: {} ({}, {} layers, n_embd {}, n_vocab {}", f.model, info.architecture, info.n_layer,
-             info.n_embd, info.n_vocab);
+  lm.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string moe_part;
   if (info.n_moe_layers > 0)
-    fmt::print(stderr, ", {} MoE layers x {} experts, top-{}", info.n_moe_layers, info.n_expert, info.n_expert_used);
-  fmt::print(stderr, "), context {} tokens, KV cache {}\n", info.n_ctx, f.kv_type);
+    moe_part = fmt::format(", {} MoE layers x {} experts, top-{}", info.n_moe_layers, info.n_expert, info.n_expert_used);
+  log_line(fmt::format("model: {} ({}, {} layers, n_embd {}, n_vocab {}{}), context {} tokens, KV cache {} ({:.1f} "
+                       "MiB), loaded in {:.2f} s",
+                       f.model, info.architecture, info.n_layer, info.n_embd, info.n_vocab, moe_part, info.n_ctx,
+                       f.kv_type, static_cast<double>(kv_bytes) / static_cast<double>(kMiB), lm.load_seconds));
   if (f.n_expert_used > 0)
-    fmt::print(stderr, "note: --n-expert-used {} overrides the model's top-k: output differs from the model's own\n",
-               f.n_expert_used);
+    log_line(fmt::format("note: --n-expert-used {} overrides the model's top-k: output differs from the model's own",
+                         f.n_expert_used));
   return lm;
+}
+
+void StreamStepHooks::begin(bool prefill) {
+  if (stream_) stream_->set_phase(prefill ? moe::Phase::Prefill : moe::Phase::Decode);
+}
+
+void StreamStepHooks::end(bool, int64_t, double) {
+  if (stream_) stream_->end_step();
 }
 
 }  // namespace moetier::cli

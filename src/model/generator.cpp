@@ -12,8 +12,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-Generator::Generator(Model& model, sample::Sampler& sampler)
-    : model_(model), sampler_(sampler), logits_(static_cast<size_t>(model.info().n_vocab)) {
+Generator::Generator(Model& model, sample::Sampler& sampler, StepHooks* hooks)
+    : model_(model), sampler_(sampler), hooks_(hooks), logits_(static_cast<size_t>(model.info().n_vocab)) {
   history_.reserve(static_cast<size_t>(model.info().n_ctx));
 }
 
@@ -23,6 +23,7 @@ void Generator::prefill(std::span<const int32_t> tokens) {
   if (n_past() + n > n_ctx())
     fail("the prompt is {} tokens but the context has {} of {} free: shorten it or raise -c", n, n_ctx() - n_past(),
          n_ctx());
+  if (hooks_) hooks_->begin(true);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n_batch = model_.info().n_batch;
   for (int64_t i = 0; i < n; i += n_batch) {
@@ -32,8 +33,10 @@ void Generator::prefill(std::span<const int32_t> tokens) {
     history_.insert(history_.end(), chunk.begin(), chunk.end());
   }
   have_logits_ = true;
+  const double s = seconds_since(t0);
   prefill_tokens += n;
-  prefill_seconds += seconds_since(t0);
+  prefill_seconds += s;
+  if (hooks_) hooks_->end(true, n, s);
 }
 
 int32_t Generator::sample() {
@@ -43,12 +46,15 @@ int32_t Generator::sample() {
 
 void Generator::decode(int32_t token) {
   if (context_full()) fail("the context of {} tokens is full", n_ctx());
+  if (hooks_) hooks_->begin(false);
   const auto t0 = std::chrono::steady_clock::now();
   model_.forward({&token, 1}, n_past(), logits_, LogitsMode::last);
   history_.push_back(token);
   have_logits_ = true;
+  const double s = seconds_since(t0);
   ++decode_tokens;
-  decode_seconds += seconds_since(t0);
+  decode_seconds += s;
+  if (hooks_) hooks_->end(false, 1, s);
 }
 
 }  // namespace moetier::model

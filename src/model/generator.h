@@ -11,11 +11,21 @@
 
 namespace moetier::model {
 
+// Called around every step the generator runs (a prefill of a whole prompt, or one decode token), on the
+// generator's thread: the streaming expert store and telemetry use it to close their per-step records.
+class StepHooks {
+ public:
+  virtual ~StepHooks() = default;
+  virtual void begin(bool prefill) = 0;
+  // n_tokens run in this step; seconds of wall time it took.
+  virtual void end(bool prefill, int64_t n_tokens, double seconds) = 0;
+};
+
 class Generator {
  public:
   // `model` and `sampler` must outlive the generator. Allocates the logits buffer [n_vocab] and reserves the
   // history for n_ctx tokens once.
-  Generator(Model& model, sample::Sampler& sampler);
+  Generator(Model& model, sample::Sampler& sampler, StepHooks* hooks = nullptr);
 
   // Runs `tokens` after the current context, in chunks of the model's n_batch (the prefill). Throws
   // moetier::Error when they do not fit in the context, saying how many tokens are free.
@@ -39,6 +49,7 @@ class Generator {
  private:
   Model& model_;
   sample::Sampler& sampler_;
+  StepHooks* hooks_;              // may be null
   std::vector<float> logits_;     // [n_vocab]: the last token's logits
   std::vector<int32_t> history_;  // [n_past]: every token in the KV cache
   bool have_logits_ = false;

@@ -105,3 +105,45 @@ TEST(Chat, KeepsTheContextAcrossTurns) {
 
 }  // namespace
 }  // namespace moetier
+
+namespace moetier {
+namespace {
+
+// Streaming changes how weights arrive, never the math: the greedy text is the resident run's, whatever the
+// cache, lanes, overlap, direct I/O or dense-weights policy.
+TEST(RunStreaming, SameTextAsResident) {
+  const auto m = (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string();
+  const std::string base = "run -m '" + m + "' -p 'Once upon a time' -n 24 --temp 0 ";
+  auto text = [](const std::string& out) {
+    const auto b = out.find("Once upon a time");
+    return out.substr(b, out.find("prefill:") - b);
+  };
+  const auto resident = test::run_cli(base + "--experts resident");
+  ASSERT_EQ(resident.exit_code, 0) << resident.output;
+  for (const std::string flags :
+       {"--cache-mb 64", "--cache-mb 0", "--cache-mb 1 --io-threads 1 --no-overlap",
+        "--cache-mb 2 --no-odirect --dense-weights mmap", "--cache-mb 2 --dense-weights warm --io-engine io_uring"}) {
+    SCOPED_TRACE(flags);
+    const auto r = test::run_cli(base + "--experts stream " + flags);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(text(r.output), text(resident.output));
+    EXPECT_NE(r.output.find("experts: stream"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("hit rate"), std::string::npos) << r.output;
+  }
+}
+
+TEST(RunStreaming, BadStreamingFlagsAreClearErrors) {
+  const auto m = (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string();
+  auto r = test::run_cli("run -m '" + m + "' -p hi --experts stream --cache-mb lots");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--cache-mb"), std::string::npos) << r.output;
+  r = test::run_cli("run -m '" + m + "' -p hi --experts sometimes");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("sometimes"), std::string::npos) << r.output;
+  r = test::run_cli("run -m '" + m + "' -p hi --experts stream --dense-weights swap");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("swap"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace moetier
