@@ -14,7 +14,7 @@ mkdir -p build/demo
 model=build/demo/tiny-synth.gguf
 build/release/moetier synth --preset tiny --type Q4_K_M -q -o "$model"
 echo "--- inspect (abridged)"
-build/release/moetier inspect "$model" | grep -E "^(model|architecture|tensors|expert slices):"
+build/release/moetier inspect "$model" | grep -E "^(model|architecture|tensors):|^expert slices"
 echo "--- run: experts streamed through an 8 MiB cache (the experts total about 29 MiB)"
 build/release/moetier run -m "$model" --experts stream --cache-mb 8 -p "Once upon a time" -n 32 --temp 0
 echo "--- (synthetic weights: the text above is meaningless; point -m at a real GGUF for real text)"

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -16,6 +17,8 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "model/generator.h"
+#include "moe/expert_layout.h"
+#include "telemetry/run_metrics.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -101,22 +104,120 @@ void print_piece(const std::string& s) {
   std::fflush(stdout);
 }
 
-void print_speed(const model::Generator& g, const moe::StreamingExperts* stream) {
-  auto tps = [](int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
-  fmt::print(stderr, "prefill: {} tokens in {:.2f} s ({:.1f} tok/s) | decode: {} tokens in {:.2f} s ({:.1f} tok/s)\n",
-             g.prefill_tokens, g.prefill_seconds, tps(g.prefill_tokens, g.prefill_seconds), g.decode_tokens,
-             g.decode_seconds, tps(g.decode_tokens, g.decode_seconds));
-  if (stream == nullptr) return;
-  const auto& t = stream->totals();
-  const double lookups = static_cast<double>(t.hits + t.misses);
-  const double steps = static_cast<double>(g.decode_tokens + (g.prefill_tokens > 0 ? 1 : 0));
-  fmt::print(stderr,
-             "experts: hit rate {:.1f}% ({} hits, {} misses), {:.1f} MiB read ({:.1f} MiB per step), {} evictions, "
-             "{:.1f} MiB re-read; I/O {:.0f} ms over lanes, stall {:.0f} ms, cache management {:.0f} ms\n",
-             lookups > 0 ? 100.0 * static_cast<double>(t.hits) / lookups : 0.0, t.hits, t.misses,
-             static_cast<double>(t.bytes_read) / 1048576.0,
-             steps > 0 ? static_cast<double>(t.bytes_read) / 1048576.0 / steps : 0.0, t.evictions,
-             static_cast<double>(t.reread_bytes) / 1048576.0, t.io_ms, t.stall_ms, t.mgmt_ms);
+// --csv, --progress, --route-trace, --steady-skip: what `run` and `chat` record per step (telemetry/run_metrics.h).
+struct TelemetryFlags {
+  std::string csv;
+  std::string progress;
+  std::string route_trace;
+  int64_t steady_skip = -1;
+
+  void add_to(CLI::App& cmd) {
+    const char* g = "Telemetry";
+    cmd.add_option("--csv", csv,
+                   "write per-step metrics (one row per decode token, one for each prefill) and the run's "
+                   "configuration and totals to this CSV file (moetier_metrics v1; `moetier report` draws it)")
+        ->group(g);
+    cmd.add_flag("--progress{text}", progress,
+                 "one line per step on stderr: tok/s, hit rate, MiB read, stall; --progress=json for JSON lines")
+        ->group(g);
+    cmd.add_option("--route-trace", route_trace,
+                   "write every routed (step, layer, slot) to this file (route_trace v1, the input of `moetier replay`)")
+        ->group(g);
+    cmd.add_option("--steady-skip", steady_skip,
+                   "decode tokens of warm-up left out of the steady tok/s (default: until the running hit rate stays "
+                   "within 1 point for 8 tokens)")
+        ->check(CLI::NonNegativeNumber)
+        ->group(g);
+  }
+};
+
+std::string mib(uint64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / 1048576.0); }
+
+// Every setting that changes behaviour, as resolved (what each `auto` became), for the metrics CSV's preamble.
+std::vector<std::pair<std::string, std::string>> run_config(const ModelFlags& f, const LoadedModel& lm,
+                                                            const sample::SamplerParams& p, const std::string& mode,
+                                                            int64_t n_predict) {
+  const auto& info = lm.model->info();
+  std::vector<std::pair<std::string, std::string>> c;
+  c.emplace_back("command", mode);
+  c.emplace_back("experts", info.n_moe_layers == 0 ? "none (dense model)" : lm.stream ? "stream" : "resident");
+  c.emplace_back("experts_flag", f.experts);
+  if (lm.stream != nullptr) {
+    const auto* st = lm.stream;
+    c.emplace_back("cache_mib", mib(st->slot_bytes() * static_cast<uint64_t>(st->cache_slots())));
+    c.emplace_back("cache_mb_flag", f.cache_mb);
+    c.emplace_back("cache_slots", std::to_string(st->cache_slots()));
+    c.emplace_back("slot_mib", mib(st->slot_bytes()));
+    c.emplace_back("working_slots", std::to_string(st->working_slots()));
+    c.emplace_back("policy", st->policy() ? std::string(st->policy()->name()) : std::string("none (no cache)"));
+    c.emplace_back("cliff_guard", st->policy() && st->policy()->cliff_guard_engaged() ? "engaged" : "off");
+    c.emplace_back("lanes", std::to_string(st->engine().lanes()));
+    c.emplace_back("io_engine", std::string(moe::io::engine_name(st->engine().kind())));
+    c.emplace_back("overlap", f.overlap ? "on" : "off");
+    c.emplace_back("direct_io", st->files().direct_note());
+    c.emplace_back("dense_weights", lm.dense_weights);
+  } else {
+    c.emplace_back("dense_weights", "mapped");
+  }
+  c.emplace_back("ctx", std::to_string(info.n_ctx));
+  c.emplace_back("batch", std::to_string(info.n_batch));
+  c.emplace_back("kv_type", f.kv_type);
+  c.emplace_back("n_expert_used", std::to_string(info.n_expert_used));
+  c.emplace_back("n_expert_used_flag", f.n_expert_used > 0 ? std::to_string(f.n_expert_used) : "model");
+  c.emplace_back("n_predict", std::to_string(n_predict));
+  c.emplace_back("sampling", p.temperature > 0.0f ? "random" : "greedy");
+  c.emplace_back("temp", fmt::format("{}", p.temperature));
+  c.emplace_back("top_k", fmt::format("{}", p.top_k));
+  c.emplace_back("top_p", fmt::format("{}", p.top_p));
+  c.emplace_back("min_p", fmt::format("{}", p.min_p));
+  c.emplace_back("repeat_penalty", fmt::format("{}", p.repeat_penalty));
+  c.emplace_back("repeat_last_n", fmt::format("{}", p.repeat_last_n));
+  // Greedy sampling never draws: a seed then changes nothing, and `report --compare` should not list it.
+  c.emplace_back("seed", p.temperature > 0.0f ? fmt::format("{}", p.seed) : std::string("unused (greedy)"));
+  return c;
+}
+
+// The recorder for a run: always made (it gives the end-of-run summary); files only when asked for.
+std::unique_ptr<telemetry::RunRecorder> make_recorder(const TelemetryFlags& t, const ModelFlags& f,
+                                                      const LoadedModel& lm, model::StepHooks* inner,
+                                                      const sample::SamplerParams& p, const std::string& mode,
+                                                      int64_t n_predict) {
+  const auto& info = lm.model->info();
+  telemetry::ModelDesc md;
+  md.file = std::filesystem::path(f.model).filename().string();
+  md.arch = info.architecture;
+  md.n_layer = info.n_layer;
+  md.n_moe_layers = info.n_moe_layers;
+  md.n_expert = info.n_expert;
+  md.n_expert_used = info.n_expert_used;
+  telemetry::RecorderOptions ro;
+  ro.csv_path = t.csv;
+  ro.progress = t.progress;
+  ro.route_trace_path = t.route_trace;
+  ro.max_steps = info.n_ctx + 1;  // at most one step per context position
+  ro.steady_skip = t.steady_skip;
+  ro.lanes = lm.stream ? lm.stream->engine().lanes() : 0;
+  telemetry::TraceHeader th;
+  if (!t.route_trace.empty()) {
+    if (info.n_moe_layers == 0) fail("--route-trace {}: the model has no routed experts to trace", t.route_trace);
+    th.model = f.model;
+    th.arch = info.architecture;
+    th.n_layer = static_cast<int32_t>(info.n_moe_layers);
+    th.n_expert = static_cast<int32_t>(info.n_expert);
+    th.n_expert_used = static_cast<int32_t>(info.n_expert_used);
+    const auto layout = moe::ExpertLayout::from_model(*lm.file);
+    for (const auto& l : layout.layers()) th.layers.push_back({l.expert_bytes, l.dense_bytes});
+  }
+  const auto config = run_config(f, lm, p, mode, n_predict);
+  return std::make_unique<telemetry::RunRecorder>(ro, inner, lm.stream, md, config, th);
+}
+
+// After the generated text and a blank line: the run's summary on stdout.
+void print_summary(telemetry::RunRecorder& rec, const LoadedModel& lm) {
+  const auto s = rec.finish();
+  std::fflush(stdout);
+  fmt::print(stdout, "\n{}", telemetry::format_summary(s, lm.stream ? lm.stream->engine().lanes() : 0));
+  std::fflush(stdout);
 }
 
 // Generates up to n_predict tokens (< 0: until end of generation or a full context), printing each as it comes.
@@ -148,6 +249,7 @@ void register_run_command(CLI::App& app) {
     ModelFlags model;
     SamplingFlags sampling;
     ChatFlags chat;
+    TelemetryFlags telemetry;
     std::string prompt;
     std::string file;
     int64_t n_predict = 128;
@@ -163,12 +265,14 @@ void register_run_command(CLI::App& app) {
   cmd->add_flag("--chat", o->chat_mode, "wrap the prompt as one user turn in the model's chat format");
   o->sampling.add_to(*cmd);
   o->chat.add_to(*cmd);
+  o->telemetry.add_to(*cmd);
   cmd->callback([o] {
     if (o->prompt.empty() && o->file.empty()) fail("run: give a prompt with -p TEXT or -f FILE");
     const std::string text = o->file.empty() ? o->prompt : read_file(o->file);
     auto lm = load(o->model);
     const auto tok = tokenizer::Tokenizer::from_metadata(lm.file->metadata());
-    sample::Sampler sampler(o->sampling.resolve(), lm.model->info().n_vocab);
+    const auto sp = o->sampling.resolve();
+    sample::Sampler sampler(sp, lm.model->info().n_vocab);
     std::vector<int32_t> prompt;
     if (o->chat_mode) {
       const auto co = o->chat.resolve(lm.file->metadata());
@@ -182,12 +286,14 @@ void register_run_command(CLI::App& app) {
            "raise -c or shorten the prompt",
            prompt.size(), lm.model->info().n_ctx);
     StreamStepHooks hooks(lm.stream);
-    model::Generator g(*lm.model, sampler, &hooks);
+    auto rec = make_recorder(o->telemetry, o->model, lm, &hooks, sp, "run", o->n_predict);
+    model::Generator g(*lm.model, sampler, rec.get());
+    if (!o->telemetry.route_trace.empty()) g.record_routing();
     g.prefill(prompt);
     if (!o->chat_mode) print_piece(text);
     generate(g, tok, o->n_predict, false);
     print_piece("\n");
-    print_speed(g, lm.stream);
+    print_summary(*rec, lm);
   });
 }
 
@@ -197,6 +303,7 @@ void register_chat_command(CLI::App& app) {
     ModelFlags model;
     SamplingFlags sampling;
     ChatFlags chat;
+    TelemetryFlags telemetry;
     int64_t n_predict = -1;
   };
   auto o = std::make_shared<Opts>();
@@ -205,13 +312,17 @@ void register_chat_command(CLI::App& app) {
       ->capture_default_str();
   o->sampling.add_to(*cmd);
   o->chat.add_to(*cmd);
+  o->telemetry.add_to(*cmd);
   cmd->callback([o] {
     auto lm = load(o->model);
     const auto tok = tokenizer::Tokenizer::from_metadata(lm.file->metadata());
-    sample::Sampler sampler(o->sampling.resolve(), lm.model->info().n_vocab);
+    const auto sp = o->sampling.resolve();
+    sample::Sampler sampler(sp, lm.model->info().n_vocab);
     const auto co = o->chat.resolve(lm.file->metadata());
     StreamStepHooks hooks(lm.stream);
-    model::Generator g(*lm.model, sampler, &hooks);
+    auto rec = make_recorder(o->telemetry, o->model, lm, &hooks, sp, "chat", o->n_predict);
+    model::Generator g(*lm.model, sampler, rec.get());
+    if (!o->telemetry.route_trace.empty()) g.record_routing();
     const bool tty = isatty(STDIN_FILENO) != 0;
     if (tty) fmt::print(stderr, "type a message and press enter; an empty line or end of input (Ctrl-D) ends the chat\n");
     bool first = true;
@@ -230,7 +341,7 @@ void register_chat_command(CLI::App& app) {
       generate(g, tok, o->n_predict, true);
       print_piece("\n");
     }
-    print_speed(g, lm.stream);
+    print_summary(*rec, lm);
   });
 }
 

@@ -11,5 +11,6 @@ void register_synth(CLI::App& app);
 void register_run(CLI::App& app);   // run and chat
 void register_eval(CLI::App& app);
 void register_replay(CLI::App& app);  // route-trace cache simulator
+void register_report(CLI::App& app);  // metrics CSV to an HTML page
 
 }  // namespace moetier::cli

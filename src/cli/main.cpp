@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   moetier::cli::register_run(app);
   moetier::cli::register_eval(app);
   moetier::cli::register_replay(app);
+  moetier::cli::register_report(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,13 +2,16 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "moe/adapt_rule.h"
 #include "moe/dense_weights.h"
 #include "moe/expert_layout.h"
 #include "moe/expert_store.h"
 #include "moe/placement.h"
+#include "telemetry/route_trace.h"
 #include "util/error.h"
 
 namespace moetier::cli {
@@ -38,6 +41,27 @@ uint64_t kv_bytes_estimate(const gguf::Metadata& md, int64_t n_ctx, const std::s
   return 2 * n_layer * static_cast<uint64_t>(n_ctx) * n_head_kv * head_dim * elem;
 }
 
+// The adaptive tier's parameters: the rule over tiers (moe::decide_adapt), then explicit --adapt-* values.
+// Logs which set applies and why.
+moe::PolicyParams adapt_params(const ModelFlags& f, int64_t cache_slots, int64_t total_experts) {
+  moe::AdaptTierInputs in;
+  in.fast_entries = cache_slots;
+  in.total_entries = total_experts;
+  in.slow = moe::SlowTier::Drive;  // the RAM cache over the model file: every swap-in is a drive read
+  in.force_tuned = f.adapt_tuned || f.cache_policy == "adaptive-tuned";
+  const moe::AdaptDecision d = moe::decide_adapt(in);
+  moe::PolicyParams p = d.params;
+  log_line(fmt::format("adapt-tuned: {}", d.reason));
+  if (f.adapt_every) p.adapt_every = *f.adapt_every;
+  if (f.adapt_swaps) p.adapt_swaps = *f.adapt_swaps;
+  if (f.adapt_decay) p.adapt_decay = *f.adapt_decay;
+  if (f.adapt_every || f.adapt_swaps || f.adapt_decay) {
+    log_line(fmt::format("adaptive: every {} rounds, {} swaps, x{:g} (explicit --adapt-* values win)", p.adapt_every,
+                         p.adapt_swaps, p.adapt_decay));
+  }
+  return p;
+}
+
 }  // namespace
 
 void ModelFlags::add_to(CLI::App& cmd) {
@@ -49,6 +73,9 @@ void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option("-b,--batch-size", n_batch, "most prompt tokens per forward pass (prefill chunk)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd.add_option("-t,--threads", threads, "threads for the matrix products (0: one per hardware thread)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   cmd.add_option("--kv-type", kv_type, "KV cache element type: f16 or f32")->capture_default_str();
   cmd.add_option("--n-expert-used", n_expert_used,
                  "override the model's top-k experts per token (lossy: changes the model's output)")
@@ -70,9 +97,27 @@ void ModelFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--cache-ceil-mb", cache_ceil_mb, "upper bound of --cache-mb auto, MiB (0: none)")
       ->capture_default_str()
       ->group(g);
-  cmd.add_option("--cache-policy", cache_policy, "expert cache policy: lru, lfu, lfu-decay, adaptive, reuse")
+  cmd.add_option("--cache-policy", cache_policy,
+                 "expert cache policy: lru, lfu, lfu-decay, adaptive (background swaps, see --adapt-*), reuse")
       ->capture_default_str()
       ->group(g);
+  cmd.add_option("--adapt-every", adapt_every,
+                 "adaptive: decode steps (rounds) between swap passes [4, tuned 2]")
+      ->check(CLI::PositiveNumber)
+      ->group(g);
+  cmd.add_option("--adapt-swaps", adapt_swaps, "adaptive: most background swap-ins per pass [96, tuned 192]")
+      ->check(CLI::NonNegativeNumber)
+      ->group(g);
+  cmd.add_option("--adapt-decay", adapt_decay, "adaptive: count multiplier after each pass, in (0, 1] [0.7, tuned 0.92]")
+      ->group(g);
+  cmd.add_flag("--adapt-tuned", adapt_tuned,
+               "adaptive: force the tuned parameters (every 2 rounds, 192 swaps, x0.92); by default they apply only "
+               "when the cache holds 20-60% of the experts and swaps would not read the drive")
+      ->group(g);
+  cmd.add_option("--route-replay", route_replay,
+                 "take every MoE layer's experts from this route_trace v1 file instead of the router (prompt tokens "
+                 "replay its prefill rows, generated tokens its decode steps): lossy, for benchmarks")
+      ->check(CLI::ExistingFile);
   cmd.add_option("--io-threads", io_threads, "parallel read lanes for expert reads")
       ->capture_default_str()
       ->check(CLI::Range(1, 64))
@@ -95,6 +140,7 @@ model::ModelOptions ModelFlags::options() const {
   model::ModelOptions o;
   o.n_ctx = n_ctx;
   o.n_batch = n_batch;  // the model caps it at the context size
+  o.threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   o.n_expert_used = n_expert_used;
   if (kv_type == "f16")
     o.kv_type = model::KvType::f16;
@@ -117,6 +163,25 @@ LoadedModel load(const ModelFlags& f) {
   const uint64_t kv_bytes = kv_bytes_estimate(md, opts.n_ctx, f.kv_type);
   const auto layout = moe::ExpertLayout::from_model(*lm.file);
 
+  const bool adaptive = f.cache_policy == "adaptive" || f.cache_policy == "adaptive-tuned";
+  if (!adaptive && (f.adapt_every || f.adapt_swaps || f.adapt_decay || f.adapt_tuned)) {
+    fail("--adapt-every/--adapt-swaps/--adapt-decay/--adapt-tuned apply to --cache-policy adaptive only (got '{}')",
+         f.cache_policy);
+  }
+  if (f.adapt_decay && !(*f.adapt_decay > 0.0 && *f.adapt_decay <= 1.0)) {
+    fail("--adapt-decay {} must be in (0, 1]", *f.adapt_decay);
+  }
+  if (!f.route_replay.empty()) {
+    lm.replay = std::make_unique<model::RouteReplay>(telemetry::read_route_trace(f.route_replay), f.route_replay);
+    const auto& h = lm.replay->header();
+    if (f.n_expert_used == 0) opts.n_expert_used = h.n_expert_used;  // the trace's top-k, checked after loading
+    opts.routing_override = lm.replay.get();
+    log_line(fmt::format("route replay: {} ({} layers x {} experts, top-{}, {} prefill + {} decode tokens): lossy, "
+                         "benchmark only",
+                         f.route_replay, h.n_layer, h.n_expert, h.n_expert_used, lm.replay->prefill_tokens(),
+                         lm.replay->decode_tokens()));
+  }
+
   std::unique_ptr<moe::ExpertSource> source;
   if (layout.layers().empty()) {
     log_line("experts: none (a dense model): every weight stays mapped");
@@ -127,7 +192,7 @@ LoadedModel load(const ModelFlags& f) {
     log_line(fmt::format("experts: {} ({})", decision.stream ? "stream" : "resident", decision.reason));
     if (decision.stream) {
       moe::StreamingOptions so;
-      so.policy = f.cache_policy;
+      so.policy = adaptive ? "adaptive" : f.cache_policy;  // tuned or not is decided below
       so.lanes = f.io_threads;
       if (!f.io_engine.empty()) so.engine = moe::io::parse_engine(f.io_engine);
       so.overlap = f.overlap;
@@ -150,6 +215,12 @@ LoadedModel load(const ModelFlags& f) {
         }
         log_line(fmt::format("cache: {} MiB as given", f.cache_mb));
       }
+      if (adaptive) {
+        const moe::ExpertStore probe(*lm.file);
+        const auto slots = std::min<int64_t>(static_cast<int64_t>(so.cache_bytes / probe.slot_bytes()),
+                                             static_cast<int64_t>(layout.n_experts_total()));
+        so.policy_params = adapt_params(f, slots, static_cast<int64_t>(layout.n_experts_total()));
+      }
       auto stream = std::make_unique<moe::StreamingExperts>(*lm.file, so);
       log_line(fmt::format("expert store: {}", stream->describe()));
       if (const auto* pol = stream->policy(); pol != nullptr && pol->cliff_guard_engaged())
@@ -161,12 +232,14 @@ LoadedModel load(const ModelFlags& f) {
       log_line(fmt::format("dense weights: {}, {:.1f} MiB{}", moe::dense_policy_name(dense.policy),
                            static_cast<double>(dense.dense_bytes) / static_cast<double>(kMiB),
                            dense.loaded_bytes ? fmt::format(", loaded in {:.2f} s", dense.seconds) : ""));
+      lm.dense_weights = std::string(moe::dense_policy_name(dense.policy));
       lm.stream = stream.get();
       source = std::move(stream);
     }
   }
   lm.model = model::load_model(*lm.file, opts, std::move(source));
   const auto& info = lm.model->info();
+  if (lm.replay) lm.replay->check_model(info.n_moe_layers, info.n_expert, info.n_expert_used);
   lm.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string moe_part;
   if (info.n_moe_layers > 0)

@@ -104,6 +104,7 @@ class GptOssModel final : public DecoderModel {
     RouterConfig rc{RouterConfig::Gating::topk_softmax, false, a_.n_expert, a_.n_expert_used};
     GluConfig glu{GluConfig::Kind::swiglu_oai, kSwigluAlpha, kSwigluLimit};
     moe_ = MoeFfn(rc, glu, D, a_.n_ff_exp, B);
+    moe_.set_routing_override(opts.routing_override);
     setup(DecoderSizes{std::max({D, nq, a_.n_ff_exp}), nkv, c.n_layer, a_.n_expert, a_.n_expert_used});
   }
 

@@ -93,6 +93,7 @@ class LlamaModel final : public DecoderModel {
                                  std::move(experts));
       RouterConfig rc{RouterConfig::Gating::softmax_topk, true, a_.n_expert, a_.n_expert_used};
       moe_ = MoeFfn(rc, glu, D, a_.n_ff_exp, B);
+      moe_.set_routing_override(opts.routing_override);
     } else {
       ffn_ = DenseFfn(a_.n_ff, B, glu);
     }

@@ -82,6 +82,7 @@ class Qwen3MoeModel final : public DecoderModel {
                                std::move(experts));
     RouterConfig rc{RouterConfig::Gating::softmax_topk, a_.norm_topk, a_.n_expert, a_.n_expert_used};
     moe_ = MoeFfn(rc, GluConfig{}, D, a_.n_ff_exp, B);
+    moe_.set_routing_override(opts.routing_override);
     setup(DecoderSizes{std::max({D, nq, a_.n_ff_exp}), nkv, c.n_layer, a_.n_expert, a_.n_expert_used});
   }
 

@@ -56,6 +56,7 @@ DecoderModel::DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp,
   info_.n_layer = hp.n_layer;
   if (opts.n_ctx < 0) fail("context size {} is negative", opts.n_ctx);
   if (opts.n_batch < 1) fail("batch size {} must be at least 1", opts.n_batch);
+  if (opts.threads < 1 || opts.threads > 1024) fail("thread count {} is out of range, expected 1..1024", opts.threads);
   info_.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
   info_.n_batch = std::min(opts.n_batch, info_.n_ctx);
   tok_embd_ = bind_.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
@@ -70,6 +71,10 @@ void DecoderModel::setup(const DecoderSizes& s) {
   info_.n_expert_used = s.n_expert_used;
   kv_ = KvCache(hp_.n_layer, info_.n_ctx, s.kv_width, opts_.kv_type);
   mm_ = quant::MatmulScratch(std::max(s.max_cols, D), B, opts_.rounding);
+  if (opts_.threads > 1) {
+    pool_ = std::make_unique<util::ThreadPool>(opts_.threads);
+    mm_.set_pool(pool_.get());
+  }
   x_.assign(static_cast<size_t>(B * D), 0.0f);
   xn_.assign(static_cast<size_t>(B * D), 0.0f);
   tmp_.assign(static_cast<size_t>(B * D), 0.0f);

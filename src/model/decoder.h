@@ -14,6 +14,7 @@
 #include "model/tensor_binding.h"
 #include "moe/expert_source.h"
 #include "quant/matmul.h"
+#include "util/thread_pool.h"
 
 namespace moetier::model {
 
@@ -72,6 +73,7 @@ class DecoderModel : public Model {
   ModelOptions opts_;
   ModelInfo info_;
   KvCache kv_;
+  std::unique_ptr<util::ThreadPool> pool_;  // opts_.threads threads for mm_'s products
   quant::MatmulScratch mm_;
   std::vector<float> xn_;   // [n_batch, n_embd]: normalised residual, input of a block
   std::vector<float> tmp_;  // [n_batch, n_embd]: block output before it joins the residual

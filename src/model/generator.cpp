@@ -29,7 +29,9 @@ void Generator::prefill(std::span<const int32_t> tokens) {
   for (int64_t i = 0; i < n; i += n_batch) {
     const int64_t len = std::min(n_batch, n - i);
     const auto chunk = tokens.subspan(static_cast<size_t>(i), static_cast<size_t>(len));
-    model_.forward(chunk, n_past(), logits_, LogitsMode::last);
+    const auto routing = routing_for(len);
+    model_.forward(chunk, n_past(), logits_, LogitsMode::last, routing);
+    if (hooks_ && !routing.empty()) hooks_->routed(n_past(), len, routing);
     history_.insert(history_.end(), chunk.begin(), chunk.end());
   }
   have_logits_ = true;
@@ -37,6 +39,17 @@ void Generator::prefill(std::span<const int32_t> tokens) {
   prefill_tokens += n;
   prefill_seconds += s;
   if (hooks_) hooks_->end(true, n, s);
+}
+
+void Generator::record_routing() {
+  const auto& info = model_.info();
+  routing_per_token_ = static_cast<size_t>(info.n_moe_layers * info.n_expert_used);
+  routing_.assign(static_cast<size_t>(info.n_batch) * routing_per_token_, -1);
+}
+
+std::span<int32_t> Generator::routing_for(int64_t n) {
+  if (routing_.empty()) return {};
+  return std::span<int32_t>(routing_).first(static_cast<size_t>(n) * routing_per_token_);
 }
 
 int32_t Generator::sample() {
@@ -48,7 +61,9 @@ void Generator::decode(int32_t token) {
   if (context_full()) fail("the context of {} tokens is full", n_ctx());
   if (hooks_) hooks_->begin(false);
   const auto t0 = std::chrono::steady_clock::now();
-  model_.forward({&token, 1}, n_past(), logits_, LogitsMode::last);
+  const auto routing = routing_for(1);
+  model_.forward({&token, 1}, n_past(), logits_, LogitsMode::last, routing);
+  if (hooks_ && !routing.empty()) hooks_->routed(n_past(), 1, routing);
   history_.push_back(token);
   have_logits_ = true;
   const double s = seconds_since(t0);

@@ -19,6 +19,11 @@ class StepHooks {
   virtual void begin(bool prefill) = 0;
   // n_tokens run in this step; seconds of wall time it took.
   virtual void end(bool prefill, int64_t n_tokens, double seconds) = 0;
+  // After each forward pass when the generator records routing (Generator::record_routing): the tokens at
+  // positions pos .. pos + n - 1 chose `routing` [n, n_moe_layers, n_expert_used] expert ids (router order).
+  // A prefill longer than n_batch calls this once per chunk, between its begin() and end(). The span is the
+  // generator's buffer, valid until the next forward pass.
+  virtual void routed(int64_t /*pos*/, int64_t /*n*/, std::span<const int32_t> /*routing*/) {}
 };
 
 class Generator {
@@ -32,6 +37,9 @@ class Generator {
   void prefill(std::span<const int32_t> tokens);
   // Samples the next token from the logits of the last token run. Does not run it.
   int32_t sample();
+  // Makes every later forward pass fill a routing buffer [n_batch, n_moe_layers, n_expert_used] (allocated here,
+  // once) and hand it to the hooks' routed(). No-op for a model without routed experts.
+  void record_routing();
   // Runs one token (normally the one just sampled) at the next position. Throws when the context is full.
   void decode(int32_t token);
 
@@ -53,6 +61,9 @@ class Generator {
   std::vector<float> logits_;     // [n_vocab]: the last token's logits
   std::vector<int32_t> history_;  // [n_past]: every token in the KV cache
   bool have_logits_ = false;
+  std::vector<int32_t> routing_;  // [n_batch, n_moe_layers, n_expert_used] when recording, else empty
+  size_t routing_per_token_ = 0;  // n_moe_layers * n_expert_used
+  std::span<int32_t> routing_for(int64_t n);  // the buffer's first n tokens, or empty when not recording
 };
 
 }  // namespace moetier::model

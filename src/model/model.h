@@ -24,6 +24,8 @@
 
 namespace moetier::model {
 
+class RoutingOverride;  // model/router.h
+
 struct ModelOptions {
   int64_t n_ctx = 0;    // KV cache positions; 0 = the model's context_length, at most 4096
   int64_t n_batch = 512;  // most tokens per forward() call (prefill chunk); capped at n_ctx
@@ -32,6 +34,12 @@ struct ModelOptions {
   // exact: float activations in every product. match_ggml rounds activations to the weight type's ggml
   // vec_dot type first; measured against the oracle it is not closer (see quant/matmul.h), so it is opt-in.
   quant::ActivationRounding rounding = quant::ActivationRounding::exact;
+  // Not owned, must outlive the model: when set, every MoE layer takes its experts from it instead of the router
+  // (lossy, for benchmarks: see RoutingOverride in model/router.h and model/route_replay.h).
+  RoutingOverride* routing_override = nullptr;
+  // Threads for the matrix products (the CLI's -t): the model owns a pool of this many threads, the caller of
+  // forward() included, created once at load. 1 = no worker threads.
+  int threads = 1;
 };
 
 struct ModelInfo {

@@ -30,13 +30,18 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
   const int64_t E = router_.n_expert, K = router_.n_used, D = n_embd_;
   quant::matmul(rw.gate_inp, x, logits_.data(), n_tok, mm);
   std::fill(count_.begin(), count_.end(), 0);
-  for (int64_t t = 0; t < n_tok; ++t) {
-    float* lg = logits_.data() + t * E;
-    if (!rw.bias.empty()) {
-      for (int64_t e = 0; e < E; ++e) lg[e] += rw.bias[static_cast<size_t>(e)];
+  if (override_ != nullptr) {
+    override_->route(layer, n_tok, ids_.data(), weights_.data());
+    for (int64_t ts = 0; ts < n_tok * K; ++ts) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(ts)])];
+  } else {
+    for (int64_t t = 0; t < n_tok; ++t) {
+      float* lg = logits_.data() + t * E;
+      if (!rw.bias.empty()) {
+        for (int64_t e = 0; e < E; ++e) lg[e] += rw.bias[static_cast<size_t>(e)];
+      }
+      route(router_, lg, probs_.data(), ids_.data() + t * K, weights_.data() + t * K);
+      for (int64_t s = 0; s < K; ++s) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(t * K + s)])];
     }
-    route(router_, lg, probs_.data(), ids_.data() + t * K, weights_.data() + t * K);
-    for (int64_t s = 0; s < K; ++s) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(t * K + s)])];
   }
   if (routing != nullptr) std::copy(ids_.begin(), ids_.begin() + n_tok * K, routing);
 

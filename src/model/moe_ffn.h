@@ -33,6 +33,8 @@ class MoeFfn final : private moe::ExpertConsumer {
                float* out, int32_t* routing, quant::MatmulScratch& mm);
 
   const RouterConfig& router() const { return router_; }
+  // Routes through `o` instead of the router from now on (null: the router). `o` must outlive the block.
+  void set_routing_override(RoutingOverride* o) { override_ = o; }
 
  private:
   void on_expert(int32_t expert, const moe::ExpertWeights& w) override;
@@ -53,6 +55,7 @@ class MoeFfn final : private moe::ExpertConsumer {
   std::vector<float> up_;        // [max_tok, n_ff]
   std::vector<float> yg_;        // [max_tok, n_embd]: one expert's outputs
   std::vector<float> per_slot_;  // [max_tok, n_used, n_embd]: weighted expert outputs per (token, slot)
+  RoutingOverride* override_ = nullptr;  // not owned; see set_routing_override
   // Per-call state read by on_expert.
   const float* x_ = nullptr;
   quant::MatmulScratch* mm_ = nullptr;

@@ -22,4 +22,16 @@ struct RouterConfig {
 // ids[k], weights[k] (in descending weight order) from logits[n_expert]. `probs` is scratch [n_expert].
 void route(const RouterConfig& cfg, const float* logits, float* probs, int32_t* ids, float* weights);
 
+// A hook that replaces the router's choice (ModelOptions::routing_override), e.g. routing replayed from a
+// recorded route trace to benchmark a synthetic model under real routing (model/route_replay.h). Lossy: the
+// output is no longer the model's own. The router's product is still computed, so timings stay comparable.
+class RoutingOverride {
+ public:
+  virtual ~RoutingOverride() = default;
+  // Chooses the experts of `n_tok` consecutive tokens of MoE layer `layer`: ids[n_tok, k] (distinct within a
+  // token, in [0, n_expert)) and their mixing weights[n_tok, k]. Called once per layer per forward pass, on the
+  // forward pass's thread; must not allocate. Throws moetier::Error when it cannot route (e.g. a trace ran out).
+  virtual void route(int64_t layer, int64_t n_tok, int32_t* ids, float* weights) = 0;
+};
+
 }  // namespace moetier::model

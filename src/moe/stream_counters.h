@@ -14,6 +14,10 @@ struct StreamCounters {
   double io_ms = 0.0;         // read time summed over lanes (each read's time in flight), milliseconds
   double stall_ms = 0.0;      // time the compute thread waited for reads, milliseconds
   double mgmt_ms = 0.0;       // cache bookkeeping (policy and slot assignment), milliseconds
+  // Adaptive tier: background swap-ins (SwapPlan::load) whose read landed, and their bytes (whole page-aligned
+  // windows; also counted in bytes_read). Swap-outs are counted in evictions.
+  uint64_t swaps = 0;
+  uint64_t swap_bytes = 0;
 
   StreamCounters& operator+=(const StreamCounters& o) {
     hits += o.hits;
@@ -24,6 +28,8 @@ struct StreamCounters {
     io_ms += o.io_ms;
     stall_ms += o.stall_ms;
     mgmt_ms += o.mgmt_ms;
+    swaps += o.swaps;
+    swap_bytes += o.swap_bytes;
     return *this;
   }
 };

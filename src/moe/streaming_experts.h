@@ -20,8 +20,14 @@
 // and offset from fetch(), on the calling thread, after every read in flight has been collected; no expert whose
 // read failed is ever delivered (experts delivered before the failure was seen hold the file's bytes, but the
 // forward pass ends with the exception). The store is unusable afterwards: later fetches rethrow the same error.
-// Adaptive policies' background swap-ins (SwapPlan::load) are not performed yet: end_step() cancels them, so those
-// policies behave like their LRU core plus their evictions.
+// Adaptive tier: end_step() executes the policy's SwapPlan. Its evictions free their slots at once; each load gets
+// its reserved slot and joins a FIFO of background swaps, read on idle lanes and never ahead of a fetch's own
+// reads: swaps are issued only when no fetch read is outstanding (at the end of end_step() and of each fetch),
+// and at most max(lanes, one expert's slices) swap slices are in flight, so a fetch's misses wait behind at most
+// one read per lane, never behind the queue. Completed swaps are collected without blocking at the start of each
+// fetch and at end_step() (and whenever a fetch waits for its own reads); swap_landed() then makes them resident.
+// A fetch that needs a swap still queued takes it over as its own miss (into the reserved slot); one whose read
+// is in flight waits for that read. Both count as misses, as the policy protocol says (cache_policy.h).
 // Memory: everything (slots, queues, bookkeeping) is allocated by the constructor; fetch() and end_step()
 // allocate nothing. Thread-safety: one thread (the forward pass) calls everything.
 #pragma once
@@ -29,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +81,10 @@ class StreamingExperts final : public ExpertSource {
   // accumulated since the previous end_step().
   StreamCounters end_step();
   const StreamCounters& totals() const { return totals_; }  // since construction, including the current step
+  // Misses per layer since construction [n_layer] (every requested expert when there is no cache).
+  std::span<const uint64_t> misses_by_layer() const { return layer_misses_; }
+  // Background swap-ins queued or in flight now.
+  size_t swaps_pending() const { return (swap_queue_.size() - swap_head_) + n_swap_jobs_; }
 
   uint64_t slot_bytes() const { return arena_.slot_bytes(); }  // one slot, bytes
   int64_t cache_slots() const { return arena_.n_cache(); }
@@ -99,6 +110,17 @@ class StreamingExperts final : public ExpertSource {
   void deliver(int64_t layer, const Job& job, ExpertConsumer& consumer);
   void finish_job(int64_t layer, Job& job);  // recycles its working slot
   void drain() noexcept;                       // collects every read in flight, discarding results
+  // Background swaps (adaptive tier).
+  struct SwapJob {
+    int32_t key = -1;   // layer * n_expert + expert, or -1 when the job is free
+    int remaining = 0;  // slices still in flight
+  };
+  void reap_swaps();                          // collects completed swap reads without blocking
+  void on_swap_read(const io::ReadDone& d);   // one swap slice completed
+  void issue_swaps();                         // starts queued swaps on idle lanes (no fetch read outstanding)
+  void wait_swap(size_t k);                   // blocks until the in-flight swap of key k has landed
+  bool unqueue_swap(size_t k);                // removes key k from the swap FIFO; false when not queued
+  void free_slot(size_t k);                   // returns key k's cache slot to the free list
   size_t key(int64_t layer, int32_t e) const { return static_cast<size_t>(layer * store_.shape().n_expert + e); }
 
   const gguf::GgufModel& model_;
@@ -123,6 +145,18 @@ class StreamingExperts final : public ExpertSource {
   std::vector<int32_t> free_working_;  // stack of free working slots
   std::vector<int32_t> ready_;         // [n_expert] jobs read and not yet delivered (overlap off)
   size_t n_jobs_ = 0, n_ready_ = 0;
+
+  size_t fg_outstanding_ = 0;          // slices of the current fetch's own reads in flight
+  std::vector<uint64_t> layer_misses_;  // [n_layer]
+
+  // Swap state per key: 0 none, 1 queued, 2 in flight. A queued or in-flight key holds its reserved slot_of_.
+  std::vector<uint8_t> swap_state_;     // [n_layer * n_expert]
+  std::vector<int32_t> swap_queue_;     // FIFO of queued keys, [swap_head_, size()); capacity n_cache
+  size_t swap_head_ = 0;
+  std::vector<SwapJob> swap_jobs_;      // [max swap jobs in flight]
+  size_t n_swap_jobs_ = 0;              // jobs in flight
+  size_t swap_slices_ = 0;              // swap slices in flight
+  size_t swap_slice_limit_ = 0;         // max(lanes, most slices of one expert)
 
   StreamCounters totals_;
   StreamCounters at_step_start_;

@@ -7,6 +7,8 @@
 
 #include "quant/dequant_ref.h"
 #include "quant/fp16.h"
+#include "quant/kernels/matmul_kernels.h"
+#include "util/thread_pool.h"
 
 namespace moetier::quant {
 
@@ -108,16 +110,18 @@ void dequantize_row(const WeightView& w, int64_t r, float* dst) {
   dequantize_row_ref(w.type, w.row(r), dst, w.cols);
 }
 
-void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch) {
+const float* MatmulScratch::rounded_activations(GgmlType t, const float* x, int64_t n_tok, int64_t cols) {
+  if (rounding_ != ActivationRounding::match_ggml || t == GgmlType::F32) return x;
+  float* xr = xr_.data();
+  std::memcpy(xr, x, sizeof(float) * static_cast<size_t>(n_tok * cols));
+  for (int64_t tok = 0; tok < n_tok; ++tok) round_activations_like_ggml(t, xr + tok * cols, cols);
+  return xr;
+}
+
+void matmul_reference(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch) {
   assert(w.cols <= scratch.max_cols_ && n_tok <= scratch.max_tok_);
   const int64_t cols = w.cols;
-  const float* xs = x;
-  if (scratch.rounding_ == ActivationRounding::match_ggml && w.type != GgmlType::F32) {
-    float* xr = scratch.xr_.data();
-    std::memcpy(xr, x, sizeof(float) * static_cast<size_t>(n_tok * cols));
-    for (int64_t t = 0; t < n_tok; ++t) round_activations_like_ggml(w.type, xr + t * cols, cols);
-    xs = xr;
-  }
+  const float* xs = scratch.rounded_activations(w.type, x, n_tok, cols);
   float* wrow = scratch.wrow_.data();
   for (int64_t r = 0; r < w.rows; ++r) {
     if (w.type == GgmlType::F32) {
@@ -127,6 +131,29 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, Matmul
     }
     for (int64_t t = 0; t < n_tok; ++t) y[t * w.rows + r] = dot(wrow, xs + t * cols, cols);
   }
+}
+
+void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch) {
+  assert(w.cols <= scratch.max_cols_ && n_tok <= scratch.max_tok_);
+  if (!kernels::has_kernel(w.type)) return matmul_reference(w, x, y, n_tok, scratch);
+  const float* xs = scratch.rounded_activations(w.type, x, n_tok, w.cols);
+  // Below ~64 KiB of weights (norm-sized products, tiny test models) waking the workers costs more than the
+  // product itself (~10 us), so those run on the calling thread.
+  constexpr size_t kMinParallelBytes = size_t{64} << 10;
+  util::ThreadPool* pool = scratch.pool_;
+  const int64_t n_threads = pool != nullptr ? pool->size() : 1;
+  if (n_threads == 1 || w.rows < 2 * n_threads || static_cast<size_t>(w.rows) * w.row_bytes < kMinParallelBytes) {
+    kernels::matmul_rows(w.type, w.data, w.row_bytes, w.cols, xs, n_tok, y, w.rows, 0, w.rows);
+    return;
+  }
+  // Contiguous row ranges, one per thread, rounded to multiples of 4 rows (whole cache lines of y when n_tok
+  // is 1). Threads write disjoint elements of y.
+  pool->run([&](int i) {
+    const auto split = [&](int64_t k) { return std::min(w.rows, (w.rows * k / n_threads + 3) / 4 * 4); };
+    const int64_t r0 = i == 0 ? 0 : split(i);
+    const int64_t r1 = i + 1 == n_threads ? w.rows : split(i + 1);
+    if (r0 < r1) kernels::matmul_rows(w.type, w.data, w.row_bytes, w.cols, xs, n_tok, y, w.rows, r0, r1);
+  });
 }
 
 }  // namespace moetier::quant

@@ -1,8 +1,10 @@
 // Matrix products of a stored weight matrix (any type with a reference dequantizer) with float activations.
 //
-// This is the reference implementation: each weight row is dequantized once into caller-provided scratch and
-// dotted with every token's activation row, so a batch of n_tok tokens reads the weights once. Threads and SIMD
-// come later behind the same interface; the scratch object is per calling thread.
+// matmul() runs the fused SIMD kernels of quant/kernels/matmul_kernels.h (every type with a reference
+// dequantizer), splitting the rows across the scratch's thread pool when one is attached (set_pool); without one
+// it runs on the calling thread. matmul_reference() keeps the scalar reference: each weight row is dequantized
+// once into the scratch and dotted with every token's activation row. Both read the weights once per batch of
+// n_tok tokens and allocate nothing. The scratch object belongs to one calling thread.
 //
 // Activation rounding. The reference engine (ggml) converts activations to the weight type's "vec_dot type"
 // before the dot product: F16 weights meet F16 activations, BF16 meet BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL/
@@ -20,6 +22,10 @@
 #include <vector>
 
 #include "quant/ggml_type.h"
+
+namespace moetier::util {
+class ThreadPool;
+}
 
 namespace moetier::quant {
 
@@ -48,9 +54,16 @@ class MatmulScratch {
   ActivationRounding rounding() const { return rounding_; }
   int64_t max_cols() const { return max_cols_; }
   int64_t max_tok() const { return max_tok_; }
+  // Threads for matmul: the pool's threads split each product's rows; null (the default) = the calling thread
+  // only. Non-owning: the pool must outlive the scratch's use (the model owns both; see ModelOptions::threads).
+  void set_pool(util::ThreadPool* pool) { pool_ = pool; }
+  util::ThreadPool* pool() const { return pool_; }
 
  private:
   friend void matmul(const WeightView&, const float*, float*, int64_t, MatmulScratch&);
+  friend void matmul_reference(const WeightView&, const float*, float*, int64_t, MatmulScratch&);
+  const float* rounded_activations(GgmlType t, const float* x, int64_t n_tok, int64_t cols);
+  util::ThreadPool* pool_ = nullptr;
   ActivationRounding rounding_ = ActivationRounding::exact;
   int64_t max_cols_ = 0;
   int64_t max_tok_ = 0;
@@ -62,6 +75,10 @@ class MatmulScratch {
 // x: [n_tok, w.cols] row-major; y: [n_tok, w.rows] row-major (must not alias x).
 // Asserts (internal invariant) that w.cols and n_tok fit the scratch.
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch);
+
+// The same product by the scalar reference path (dequantize row, dot), on the calling thread: the spec the
+// kernels are tested against, and the baseline of bench_matvec.
+void matmul_reference(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch);
 
 // Dequantize row `r` of w into dst[w.cols] (embedding lookup).
 void dequantize_row(const WeightView& w, int64_t r, float* dst);

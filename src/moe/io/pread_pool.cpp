@@ -58,6 +58,17 @@ ReadDone PreadPool::wait() {
   return d;
 }
 
+bool PreadPool::try_wait(ReadDone& done) {
+  if (outstanding_ == 0) return false;
+  std::lock_guard lk(mu_);
+  if (done_n_ == 0) return false;
+  done = done_[done_head_];
+  done_head_ = (done_head_ + 1) % done_.size();
+  --done_n_;
+  --outstanding_;
+  return true;
+}
+
 void PreadPool::lane() {
   for (;;) {
     Queued q;

@@ -18,6 +18,7 @@ class PreadPool final : public ReadEngine {
 
   void submit(const ReadOp& op) override;
   ReadDone wait() override;
+  bool try_wait(ReadDone& done) override;
   size_t outstanding() const override { return outstanding_; }
   EngineKind kind() const override { return EngineKind::pread_pool; }
   int lanes() const override { return static_cast<int>(threads_.size()); }

@@ -62,6 +62,9 @@ class ReadEngine {
   virtual void submit(const ReadOp& op) = 0;
   // Blocks until some outstanding read completes and returns it. Requires outstanding() > 0.
   virtual ReadDone wait() = 0;
+  // Non-blocking wait(): when some outstanding read has completed, stores it in `done` and returns true;
+  // otherwise returns false at once. Lets the streaming store collect background reads between fetches.
+  virtual bool try_wait(ReadDone& done) = 0;
   virtual size_t outstanding() const = 0;
   virtual EngineKind kind() const = 0;
   virtual int lanes() const = 0;

@@ -78,16 +78,29 @@ void UringReader::start(uint32_t i) {
 
 ReadDone UringReader::wait() {
   assert(outstanding_ > 0);
+  ReadDone d;
+  next(true, d);
+  return d;
+}
+
+bool UringReader::try_wait(ReadDone& done) {
+  if (outstanding_ == 0) return false;
+  return next(false, done);
+}
+
+bool UringReader::next(bool block, ReadDone& out) {
   for (;;) {
     if (ready_n_ > 0) {
       const ReadDone d = ready_[ready_head_];
       ready_head_ = (ready_head_ + 1) % ready_.size();
       --ready_n_;
       --outstanding_;
-      return d;
+      out = d;
+      return true;
     }
     io_uring_cqe* cqe = nullptr;
-    const int rc = io_uring_wait_cqe(&ring_, &cqe);
+    const int rc = block ? io_uring_wait_cqe(&ring_, &cqe) : io_uring_peek_cqe(&ring_, &cqe);
+    if (!block && rc == -EAGAIN) return false;  // nothing has completed yet
     if (rc == -EINTR) continue;
     if (rc < 0) fail("io_uring wait failed: {}", std::strerror(-rc));
     const auto i = static_cast<uint32_t>(io_uring_cqe_get_data64(cqe));
@@ -117,7 +130,8 @@ ReadDone UringReader::wait() {
     free_.push_back(i);
     start_pending();
     --outstanding_;
-    return d;
+    out = d;
+    return true;
   }
 }
 

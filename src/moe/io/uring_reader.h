@@ -21,6 +21,7 @@ class UringReader final : public ReadEngine {
 
   void submit(const ReadOp& op) override;
   ReadDone wait() override;
+  bool try_wait(ReadDone& done) override;
   size_t outstanding() const override { return outstanding_; }
   EngineKind kind() const override { return EngineKind::uring; }
   int lanes() const override { return lanes_; }
@@ -34,6 +35,8 @@ class UringReader final : public ReadEngine {
   };
   void start(uint32_t entry);          // puts the entry's remaining bytes into the kernel
   void start_pending();                // starts queued entries while lanes are free
+  // One completion into `out`: blocking (wait) or not (try_wait; false when none has completed).
+  bool next(bool block, ReadDone& out);
 
   const ModelFiles& files_;
   int lanes_;

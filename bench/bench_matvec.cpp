@@ -1,0 +1,166 @@
+// Matrix-vector products (one token, the decode step) of every weight type at the shapes of the target models,
+// with the weight bytes read per second as the figure of merit: decode is memory-bound, so the ratio to the
+// machine's read bandwidth (BM_ReadBandwidth, same binary, same threads) says how close a kernel is to the limit.
+//
+// Shapes are (rows, cols) of the stored matrix, cols = GGUF ne[0]: Qwen3-30B-A3B's ffn_gate_exps / ffn_up_exps
+// are 768 x 2048 per expert, ffn_down_exps 2048 x 768, attention 4096 <-> 2048, output 151936 x 2048; gpt-oss
+// uses 2880 x 2880. Weights are random valid blocks (finite, moderate scales), so timings match real data.
+// Run: bench_matvec --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "quant/fp16.h"
+#include "quant/ggml_type.h"
+#include "quant/matmul.h"
+#include "util/thread_pool.h"
+
+namespace {
+
+using moetier::quant::GgmlType;
+namespace quant = moetier::quant;
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Byte offsets of the fp16 scales in a block (quant/blocks.h); overwritten so no scale is Inf/NaN/subnormal.
+std::vector<size_t> fp16_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
+      return {0};
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K:
+      return {0, 2};
+    case GgmlType::Q2_K: return {80, 82};
+    case GgmlType::Q3_K: return {108};
+    case GgmlType::Q6_K: return {208};
+    default: return {};
+  }
+}
+
+std::vector<uint8_t> random_weights(GgmlType t, int64_t rows, int64_t cols) {
+  const size_t bytes = quant::row_bytes(t, cols) * static_cast<size_t>(rows);
+  std::vector<uint8_t> m(bytes);
+  uint64_t s = 42;
+  const auto& tr = quant::traits(t);
+  if (tr.block_size == 1) {  // float types: values in [-1, 1)
+    const size_t n = static_cast<size_t>(rows * cols);
+    for (size_t i = 0; i < n; ++i) {
+      const float v = static_cast<float>(static_cast<int64_t>(splitmix(s) % 2001) - 1000) / 1000.0f;
+      if (t == GgmlType::F32) std::memcpy(m.data() + 4 * i, &v, 4);
+      const uint16_t h = t == GgmlType::F16 ? quant::fp32_to_fp16(v) : quant::fp32_to_bf16(v);
+      if (t != GgmlType::F32) std::memcpy(m.data() + 2 * i, &h, 2);
+    }
+    return m;
+  }
+  for (size_t i = 0; i + 8 <= bytes; i += 8) {
+    const uint64_t r = splitmix(s);
+    std::memcpy(m.data() + i, &r, 8);
+  }
+  const auto fields = fp16_fields(t);
+  const uint16_t scale = quant::fp32_to_fp16(0.01f);
+  for (size_t b = 0; b < bytes; b += tr.type_size) {
+    for (size_t off : fields) std::memcpy(m.data() + b + off, &scale, 2);
+    if (t == GgmlType::MXFP4) m[b] = 120;
+  }
+  return m;
+}
+
+moetier::util::ThreadPool& pool(int threads) {
+  static std::map<int, std::unique_ptr<moetier::util::ThreadPool>> pools;
+  auto& p = pools[threads];
+  if (!p) p = std::make_unique<moetier::util::ThreadPool>(threads);
+  return *p;
+}
+
+void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool reference) {
+  const int threads = static_cast<int>(state.range(0));
+  const std::vector<uint8_t> w = random_weights(t, rows, cols);
+  const quant::WeightView view{t, w.data(), rows, cols, quant::row_bytes(t, cols)};
+  std::vector<float> x(static_cast<size_t>(cols), 0.5f);  // [1, cols]
+  std::vector<float> y(static_cast<size_t>(rows));        // [1, rows]
+  quant::MatmulScratch scratch(cols, 1, quant::ActivationRounding::exact);
+  if (threads > 1) scratch.set_pool(&pool(threads));
+  for (auto _ : state) {
+    if (reference) {
+      quant::matmul_reference(view, x.data(), y.data(), 1, scratch);
+    } else {
+      quant::matmul(view, x.data(), y.data(), 1, scratch);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["weights"] = benchmark::Counter(static_cast<double>(w.size()),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::OneK::kIs1000);
+}
+
+// Sum of a 1 GiB buffer (integer adds, which the compiler vectorises), split across the pool's threads like
+// matmul's rows: the attainable read bandwidth the products are compared with.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  constexpr size_t kWords = (size_t{1} << 30) / 8;
+  static std::vector<uint64_t> buf(kWords, 1);  // [kWords]: 1 GiB, touched once so pages are resident
+  auto& p = pool(threads);
+  std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8);  // one cache line per thread
+  for (auto _ : state) {
+    p.run([&](int i) {
+      const size_t b = kWords * static_cast<size_t>(i) / static_cast<size_t>(threads);
+      const size_t e = kWords * static_cast<size_t>(i + 1) / static_cast<size_t>(threads);
+      uint64_t s = 0;
+      for (size_t k = b; k < e; ++k) s += buf[k];
+      sums[static_cast<size_t>(i) * 8] = s;
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["weights"] = benchmark::Counter(static_cast<double>(kWords * 8),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::OneK::kIs1000);
+}
+
+struct Shape {
+  int64_t rows, cols;
+  const char* name;
+};
+
+int register_all() {
+  benchmark::RegisterBenchmark("ReadBandwidth/1GiB", BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime();
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0,
+                            GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,   GgmlType::Q8_0,
+                            GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,   GgmlType::Q5_K,
+                            GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
+  const Shape shapes[] = {{2048, 768, "2048x768"},
+                          {768, 2048, "768x2048"},
+                          {2048, 4096, "2048x4096"},
+                          {2880, 2880, "2880x2880"},
+                          {151936, 2048, "151936x2048"}};
+  for (GgmlType t : types) {
+    for (const Shape& s : shapes) {
+      if (s.cols % quant::traits(t).block_size != 0) continue;
+      const bool big = s.rows > 100000;
+      if (big && t != GgmlType::Q4_K && t != GgmlType::Q6_K && t != GgmlType::Q8_0) continue;
+      const std::string name = "Matvec/" + std::string(quant::type_name(t)) + "/" + s.name;
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, s.rows, s.cols, false)
+          ->Arg(1)->Arg(2)->UseRealTime();
+    }
+  }
+  // The scalar reference path, for the speed-up.
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::MXFP4}) {
+    const std::string name = "MatvecReference/" + std::string(quant::type_name(t)) + "/768x2048";
+    benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, 768, 2048, true)->Arg(1)->UseRealTime();
+  }
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,36 @@
+// Reading a metrics CSV (moetier_metrics v1, written by `run --csv`; see run_metrics.h) and rendering it as a
+// self-contained HTML page (`moetier report`): inline SVG curves of per-token tok/s, running hit rate and MiB read
+// (the warm-up curve), the time split and the run's configuration; with a second run, its curves overlaid and the
+// settings that differ listed. No scripts, no network: the page is one file.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "telemetry/run_metrics.h"
+
+namespace moetier::telemetry {
+
+struct MetricsFile {
+  std::string name;                                         // as given, for labels and errors
+  std::string engine;                                       // "moetier X.Y.Z"
+  std::string model;                                        // the `# model` line's text
+  std::vector<std::pair<std::string, std::string>> config;  // `# config` lines, in file order
+  std::vector<std::string> notes;                           // `# note` lines
+  std::vector<StepRow> rows;
+  std::vector<std::pair<std::string, std::string>> summary;  // `# summary` key=value, in order (empty if absent)
+  std::string summary_value(std::string_view key) const;     // "" when absent
+};
+
+// Throws moetier::Error naming `name` and the 1-based line for a missing version line, a header other than
+// kColumns, or a row that is not all numbers.
+MetricsFile parse_metrics(std::string_view text, std::string_view name);
+MetricsFile read_metrics(const std::filesystem::path& path);
+
+// The HTML page for `run`, with `other` overlaid when not null.
+std::string render_report(const MetricsFile& run, const MetricsFile* other);
+
+}  // namespace moetier::telemetry

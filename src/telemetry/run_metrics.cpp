@@ -1,0 +1,333 @@
+#include "telemetry/run_metrics.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace moetier::telemetry {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr int64_t kSteadyWindow = 8;     // tokens the hit rate must stay put for
+constexpr double kSteadyTolerance = 1.0;  // percentage points
+
+double clock_ms(clockid_t id) {
+  timespec ts{};
+  if (clock_gettime(id, &ts) != 0) return -1.0;
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+int64_t major_faults() {
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
+  return static_cast<int64_t>(ru.ru_majflt);
+}
+
+// Resident set from /proc/self/statm (second field, pages), reread through one fd into a stack buffer.
+double rss_mib(int fd) {
+  if (fd < 0) return -1.0;
+  char buf[128];
+  const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+  if (n <= 0) return -1.0;
+  buf[n] = '\0';
+  char* p = buf;
+  std::strtoull(p, &p, 10);                 // size
+  const auto pages = std::strtoull(p, nullptr, 10);  // resident
+  return static_cast<double>(pages) * static_cast<double>(sysconf(_SC_PAGESIZE)) / kMiB;
+}
+
+double pct(uint64_t a, uint64_t b) { return b > 0 ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : -1.0; }
+double per_s(double n, double ms) { return ms > 0 ? n * 1e3 / ms : 0.0; }
+
+}  // namespace
+
+double peak_rss_mib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return static_cast<double>(std::strtoull(line.c_str() + 6, nullptr, 10)) / 1024.0;
+  return -1.0;
+}
+
+std::pair<int64_t, std::string> steady_skip(std::span<const StepRow> rows, int64_t flag_skip) {
+  std::vector<double> h;
+  for (const auto& r : rows)
+    if (!r.prefill) h.push_back(r.hit_pct);
+  const auto n = static_cast<int64_t>(h.size());
+  if (flag_skip >= 0) return {std::min(flag_skip, n), "flag"};
+  for (int64_t i = 0; i + kSteadyWindow <= n; ++i) {
+    bool steady = true;
+    for (int64_t j = i; j < i + kSteadyWindow && steady; ++j)
+      steady = std::abs(h[static_cast<size_t>(j)] - h[static_cast<size_t>(i)]) <= kSteadyTolerance;
+    if (steady) return {i, "auto"};
+  }
+  return {-1, "none"};
+}
+
+RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double peak_rss) {
+  RunSummary s;
+  s.steps = static_cast<int64_t>(rows.size());
+  std::tie(s.steady_skip, s.steady_rule) = steady_skip(rows, flag_skip);
+  int64_t decode_i = 0;
+  bool cpu_ok = true, flt_ok = true;
+  double cpu = 0;
+  int64_t flt = 0;
+  for (const auto& r : rows) {
+    if (r.prefill) {
+      s.prefill_tokens += r.steps;
+      s.prefill_ms += r.wall_ms;
+    } else {
+      s.decode_tokens += r.steps;
+      s.decode_ms += r.wall_ms;
+      s.decode_read_bytes += static_cast<double>(r.read_bytes);
+      if (s.steady_skip >= 0 && decode_i >= s.steady_skip) {
+        s.steady_tokens += r.steps;
+        s.steady_ms += r.wall_ms;
+      }
+      ++decode_i;
+    }
+    s.hits += r.hits;
+    s.misses += r.misses;
+    s.evictions += r.evictions;
+    s.read_bytes += r.read_bytes;
+    s.reread_bytes += r.reread_bytes;
+    s.io_ms += r.io_ms;
+    s.stall_ms += r.stall_ms;
+    s.mgmt_ms += r.mgmt_ms;
+    s.compute_ms += r.compute_ms;
+    s.wall_ms += r.wall_ms;
+    if (r.cpu_ms < 0) cpu_ok = false; else cpu += r.cpu_ms;
+    if (r.majflt < 0) flt_ok = false; else flt += r.majflt;
+  }
+  s.hit_pct = rows.empty() ? -1.0 : rows.back().hit_pct;
+  s.cpu_ms = cpu_ok ? cpu : -1.0;
+  s.majflt = flt_ok ? flt : -1;
+  s.peak_rss_mib = peak_rss;
+  return s;
+}
+
+std::string summary_fields(const RunSummary& s) {
+  return fmt::format(
+      "steps={} prefill_tokens={} prefill_ms={:.3f} decode_tokens={} decode_ms={:.3f} steady_skip={} "
+      "steady_rule={} steady_tokens={} steady_ms={:.3f} hits={} misses={} hit_pct={:.4f} evictions={} "
+      "read_bytes={} reread_bytes={} io_ms={:.3f} stall_ms={:.3f} mgmt_ms={:.3f} compute_ms={:.3f} wall_ms={:.3f} "
+      "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f}",
+      s.steps, s.prefill_tokens, s.prefill_ms, s.decode_tokens, s.decode_ms, s.steady_skip, s.steady_rule,
+      s.steady_tokens, s.steady_ms, s.hits, s.misses, s.hit_pct, s.evictions, s.read_bytes, s.reread_bytes, s.io_ms,
+      s.stall_ms, s.mgmt_ms, s.compute_ms, s.wall_ms, s.cpu_ms, s.majflt, s.peak_rss_mib);
+}
+
+std::string format_summary(const RunSummary& s, int lanes) {
+  std::string o;
+  o += fmt::format("prefill: {} tokens in {:.2f} s ({:.1f} tok/s) | decode: {} tokens in {:.2f} s ({:.1f} tok/s)\n",
+                   s.prefill_tokens, s.prefill_ms / 1e3, per_s(static_cast<double>(s.prefill_tokens), s.prefill_ms),
+                   s.decode_tokens, s.decode_ms / 1e3, per_s(static_cast<double>(s.decode_tokens), s.decode_ms));
+  if (s.steady_skip >= 0)
+    o += fmt::format("steady decode: {:.1f} tok/s over {} tokens, after a warm-up of {} ({})\n",
+                     per_s(static_cast<double>(s.steady_tokens), s.steady_ms), s.steady_tokens, s.steady_skip,
+                     s.steady_rule == "flag" ? "--steady-skip"
+                                             : "the running hit rate stays within 1 point for 8 tokens from there");
+  else if (s.decode_tokens > 0)
+    o += "steady decode: not reached (the running hit rate never stayed within 1 point for 8 tokens; "
+         "--steady-skip N sets the warm-up)\n";
+  if (s.hit_pct >= 0 || s.read_bytes > 0) {
+    const double read_mib = static_cast<double>(s.read_bytes) / kMiB;
+    const double per_tok = s.decode_tokens > 0 ? s.decode_read_bytes / kMiB / static_cast<double>(s.decode_tokens) : 0;
+    o += fmt::format("experts: hit rate {} ({} hits, {} misses), {:.1f} MiB read, {:.2f} MiB per decode token, "
+                     "{:.1f} MiB/s over the run's steps{}; {} evictions, {:.1f} MiB re-read\n",
+                     s.hit_pct >= 0 ? fmt::format("{:.1f}%", s.hit_pct) : std::string("n/a (no cache)"), s.hits,
+                     s.misses, read_mib, per_tok, per_s(read_mib, s.wall_ms),
+                     s.io_ms > 0 ? fmt::format(" ({:.1f} MiB/s per lane in flight, {} lanes)", per_s(read_mib, s.io_ms),
+                                               lanes)
+                                 : std::string(),
+                     s.evictions, static_cast<double>(s.reread_bytes) / kMiB);
+  } else {
+    o += "experts: resident (no reads, no cache)\n";
+  }
+  auto share = [&](double ms) { return s.wall_ms > 0 ? 100.0 * ms / s.wall_ms : 0.0; };
+  o += fmt::format("time: {:.0f} ms in steps: compute {:.0f} ms ({:.0f}%, the compute thread's CPU time), I/O stall "
+                   "{:.0f} ms ({:.0f}%), cache management {:.0f} ms ({:.0f}%); process CPU {:.0f} ms\n",
+                   s.wall_ms, s.compute_ms, share(s.compute_ms), s.stall_ms, share(s.stall_ms), s.mgmt_ms,
+                   share(s.mgmt_ms), s.cpu_ms);
+  if (s.peak_rss_mib >= 0) o += fmt::format("peak RSS: {:.1f} MiB\n", s.peak_rss_mib);
+  return o;
+}
+
+RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, const moe::StreamingExperts* stream,
+                         const ModelDesc& model, std::span<const std::pair<std::string, std::string>> config,
+                         const TraceHeader& trace_header)
+    : opts_(opts), inner_(inner), stream_(stream), model_(model) {
+  rows_.reserve(static_cast<size_t>(std::max<int64_t>(opts.max_steps, 1)));
+  if (opts.progress == "text")
+    progress_ = 1;
+  else if (opts.progress == "json")
+    progress_ = 2;
+  else if (!opts.progress.empty())
+    fail("--progress '{}' is not text or json", opts.progress);
+  statm_fd_ = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (!opts.csv_path.empty()) {
+    csv_ = std::fopen(opts.csv_path.c_str(), "w");
+    if (csv_ == nullptr) fail("--csv {}: cannot write it: {}", opts.csv_path, std::strerror(errno));
+    std::string pre = "# moetier_metrics v1\n# engine moetier " MOETIER_VERSION "\n";
+    pre += fmt::format("# model file={} arch={} n_layer={} n_moe_layers={} n_expert={} n_expert_used={}\n", model.file,
+                       model.arch, model.n_layer, model.n_moe_layers, model.n_expert, model.n_expert_used);
+    for (const auto& [k, v] : config) pre += fmt::format("# config {}={}\n", k, v);
+    pre +=
+        "# note one row per step: a prefill (a turn's whole prompt, steps = its tokens) is one row with "
+        "phase=prefill; each decode token is one row with phase=decode, steps=1\n"
+        "# note units: *_ms milliseconds, *_bytes bytes, *_mib MiB (2^20 bytes), *_pct percent; wall_ms covers the "
+        "forward pass only (sampling and printing excluded); compute_ms is the CPU time of the thread "
+        "calling the forward pass (CLOCK_THREAD_CPUTIME_ID), measured, not a remainder (matmul worker threads, "
+        "when there are any, show in cpu_ms); io_ms is read time summed over lanes; cpu_ms is the process's "
+        "CPU time over all threads; majflt major page faults (getrusage); rss_mib from /proc/self/statm after the "
+        "step; counters (hits..reread_bytes) are this step's\n"
+        "# note cache_hit_pct is the running hit rate since the start of the run; -1 when there is no expert "
+        "cache (experts resident, or --cache-mb 0) or no lookup yet; cache_resident_mib is -1 without a cache\n";
+    if (stream == nullptr)
+      pre += "# note experts resident: io_ms, read_bytes, stall_ms, mgmt_ms and the counters are 0 (nothing is "
+             "read by the expert store; page faults on the mapping show in majflt)\n";
+    pre += "# note a value that could not be measured is -1\n";
+    pre += kColumns;
+    pre += '\n';
+    if (std::fputs(pre.c_str(), csv_) < 0) fail("--csv {}: write failed", opts.csv_path);
+  }
+  if (!opts.route_trace_path.empty()) {
+    trace_ = std::make_unique<RouteTraceWriter>(opts.route_trace_path, trace_header);
+    for (const auto& l : trace_header.layers) layer_expert_bytes_.push_back(l.expert_bytes);
+    const auto n = static_cast<size_t>(model.n_moe_layers * model.n_expert);
+    resident_at_begin_.assign(n, 0);
+    seen_in_step_.assign(n, -1);
+  }
+}
+
+RunRecorder::~RunRecorder() {
+  if (csv_ != nullptr) std::fclose(csv_);
+  if (statm_fd_ >= 0) ::close(statm_fd_);
+}
+
+void RunRecorder::begin(bool prefill) {
+  if (inner_) inner_->begin(prefill);
+  prefill_ = prefill;
+  if (prefill) ++turn_;
+  if (trace_ && stream_ != nullptr) {
+    // The cache's contents as the step begins: an expert evicted by an earlier layer of the same step and read
+    // again shows as a hit here (rare: the policy never evicts what the current batch touched).
+    const auto* pol = stream_->policy();
+    const auto E = static_cast<int32_t>(model_.n_expert);
+    for (size_t i = 0; i < resident_at_begin_.size(); ++i) {
+      const auto idx = static_cast<int32_t>(i);
+      resident_at_begin_[i] = pol != nullptr && pol->contains({idx / E, idx % E}) ? 1 : 0;
+    }
+  }
+  if (stream_) totals0_ = stream_->totals();
+  majflt0_ = major_faults();
+  proc_cpu0_ = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+  thread_cpu0_ = clock_ms(CLOCK_THREAD_CPUTIME_ID);
+}
+
+void RunRecorder::routed(int64_t pos, int64_t n, std::span<const int32_t> routing) {
+  if (inner_) inner_->routed(pos, n, routing);
+  if (!trace_) return;
+  const auto L = model_.n_moe_layers, K = model_.n_expert_used, E = model_.n_expert;
+  const auto step_id = static_cast<int64_t>(rows_.size());
+  // Prefill batches go layer by layer over every token (the recording engine's order): write them so.
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t s = 0; s < K; ++s) {
+        const int32_t e = routing[static_cast<size_t>((t * L + l) * K + s)];
+        const auto key = static_cast<size_t>(l * E + e);
+        TraceRow r;
+        r.turn = turn_;
+        r.phase = prefill_ ? 0 : 1;
+        r.step = pos + t;
+        r.layer = static_cast<int32_t>(l);
+        r.slot = static_cast<int32_t>(s);
+        r.expert = e;
+        r.weight = std::nanf("");
+        const bool repeat = seen_in_step_[key] == step_id;
+        seen_in_step_[key] = step_id;
+        if (stream_ == nullptr || repeat || resident_at_begin_[key] != 0) {
+          r.residency = Residency::Hit;  // resident experts are all in memory: a hit that reads nothing
+          r.expert_bytes = 0;
+        } else {
+          r.residency = Residency::Miss;
+          r.expert_bytes = layer_expert_bytes_[static_cast<size_t>(l)];
+        }
+        trace_->add(r);
+      }
+}
+
+void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
+  const double thread_cpu = clock_ms(CLOCK_THREAD_CPUTIME_ID);
+  if (inner_) inner_->end(prefill, n_tokens, seconds);
+  const double proc_cpu = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+  const int64_t flt = major_faults();
+  StepRow r;
+  r.step = static_cast<int64_t>(rows_.size());
+  r.steps = n_tokens;
+  r.prefill = prefill;
+  r.wall_ms = seconds * 1e3;
+  r.compute_ms = thread_cpu >= 0 && thread_cpu0_ >= 0 ? thread_cpu - thread_cpu0_ : -1.0;
+  r.cpu_ms = proc_cpu >= 0 && proc_cpu0_ >= 0 ? proc_cpu - proc_cpu0_ : -1.0;
+  r.majflt = flt >= 0 && majflt0_ >= 0 ? flt - majflt0_ : -1;
+  r.rss_mib = rss_mib(statm_fd_);
+  if (stream_ != nullptr) {
+    const auto& t = stream_->totals();
+    r.hits = t.hits - totals0_.hits;
+    r.misses = t.misses - totals0_.misses;
+    r.evictions = t.evictions - totals0_.evictions;
+    r.read_bytes = t.bytes_read - totals0_.bytes_read;
+    r.reread_bytes = t.reread_bytes - totals0_.reread_bytes;
+    r.io_ms = t.io_ms - totals0_.io_ms;
+    r.stall_ms = t.stall_ms - totals0_.stall_ms;
+    r.mgmt_ms = t.mgmt_ms - totals0_.mgmt_ms;
+    if (stream_->cache_slots() > 0) {
+      run_hits_ += r.hits;
+      run_lookups_ += r.hits + r.misses;
+      r.hit_pct = pct(run_hits_, run_lookups_);
+      r.cache_resident_mib = static_cast<double>(stream_->resident_bytes()) / kMiB;
+    }
+  }
+  if (rows_.size() < rows_.capacity()) rows_.push_back(r);  // capacity is n_ctx steps: no reallocation
+  if (csv_ != nullptr)
+    fmt::print(csv_, "{},{},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.2f},{:.3f},{},{},{},{}\n",
+               r.step, r.steps, prefill ? "prefill" : "decode", r.wall_ms, r.compute_ms, r.io_ms, r.read_bytes,
+               r.hit_pct, r.stall_ms, r.mgmt_ms, r.majflt, r.cpu_ms, r.rss_mib, r.cache_resident_mib, r.hits, r.misses,
+               r.evictions, r.reread_bytes);
+  if (progress_ == 1)
+    fmt::print(stderr, "[{} {}] {:.1f} tok/s | hit {:.1f}% | read {:.2f} MiB | stall {:.1f} ms\n",
+               prefill ? "prefill" : "token", r.step, per_s(static_cast<double>(n_tokens), r.wall_ms), r.hit_pct,
+               static_cast<double>(r.read_bytes) / kMiB, r.stall_ms);
+  else if (progress_ == 2)
+    fmt::print(stderr,
+               "{{\"step\":{},\"phase\":\"{}\",\"tokens\":{},\"tok_s\":{:.3f},\"hit_pct\":{:.3f},\"read_mib\":{:.4f},"
+               "\"stall_ms\":{:.3f}}}\n",
+               r.step, prefill ? "prefill" : "decode", n_tokens, per_s(static_cast<double>(n_tokens), r.wall_ms),
+               r.hit_pct, static_cast<double>(r.read_bytes) / kMiB, r.stall_ms);
+}
+
+RunSummary RunRecorder::finish() {
+  const RunSummary s = summarize(rows_, opts_.steady_skip, peak_rss_mib());
+  if (csv_ != nullptr) {
+    fmt::print(csv_, "# summary {}\n", summary_fields(s));
+    const bool bad = std::ferror(csv_) != 0;
+    const int rc = std::fclose(csv_);
+    csv_ = nullptr;
+    if (bad || rc != 0) fail("--csv {}: write failed", opts_.csv_path);
+  }
+  if (trace_) trace_->close();
+  return s;
+}
+
+}  // namespace moetier::telemetry

@@ -1,0 +1,378 @@
+// Telemetry of `run`: the metrics CSV (--csv), the progress lines, the route trace (--route-trace) read back by the
+// reader and by `moetier replay`, and `moetier report`'s HTML page. On the oracle's tiny qwen3moe, streamed through
+// a 1 MiB cache (so it misses and evicts) and resident.
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_cli.h"
+#include "gguf/gguf.h"
+#include "model/eval.h"
+#include "model/model.h"
+#include "telemetry/metrics_report.h"
+#include "telemetry/route_trace.h"
+#include "telemetry/run_metrics.h"
+#include "util/error.h"
+
+namespace moetier {
+namespace {
+
+std::string model_path() { return (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string(); }
+nlohmann::json oracle_case() { return model::read_json_lenient(test::oracle_dir() / "ref/tiny-qwen3moe-Q4_K_M.p1.json"); }
+std::string tmp(const std::string& name) { return (test::tmp_dir("telemetry") / name).string(); }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+std::vector<std::string> fields(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string f; std::getline(in, f, ',');) out.push_back(f);
+  return out;
+}
+
+bool numeric(const std::string& s) {
+  double v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  return !s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size() && std::isfinite(v);
+}
+
+// A greedy run of the oracle prompt with extra flags; returns the CLI's result (asserted successful by callers).
+test::CliResult run(const std::string& flags, int n = 12) {
+  const auto prompt = oracle_case()["prompt"].get<std::string>();
+  return test::run_cli("run -m '" + model_path() + "' --temp 0 -n " + std::to_string(n) + " -p '" + prompt + "' " +
+                       flags);
+}
+
+constexpr const char* kStream = "--experts stream --cache-mb 1 ";
+
+TEST(MetricsCsv, PreambleHeaderRowsAndSummaryAgree) {
+  const auto csv = tmp("stream.csv");
+  const auto r = run(std::string(kStream) + "--csv '" + csv + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto lines = lines_of(slurp(csv));
+  ASSERT_GT(lines.size(), 10u);
+  EXPECT_EQ(lines[0], "# moetier_metrics v1");
+  EXPECT_EQ(lines[1], "# engine moetier " MOETIER_VERSION);
+  EXPECT_EQ(lines[2].rfind("# model file=tiny-qwen3moe-Q4_K_M.gguf arch=qwen3moe n_layer=4 ", 0), 0u) << lines[2];
+  EXPECT_NE(lines[2].find("n_expert=16 n_expert_used=4"), std::string::npos) << lines[2];
+  std::map<std::string, std::string> config;
+  size_t i = 1;
+  for (; i < lines.size() && lines[i][0] == '#'; ++i)
+    if (lines[i].rfind("# config ", 0) == 0) {
+      const auto kv = lines[i].substr(9);
+      config[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+    }
+  for (const char* key : {"experts", "cache_mib", "cache_slots", "policy", "lanes", "io_engine", "overlap", "direct_io",
+                          "dense_weights", "ctx", "batch", "kv_type", "n_expert_used", "temp", "seed", "sampling"})
+    EXPECT_TRUE(config.count(key)) << key;
+  EXPECT_EQ(config["experts"], "stream");
+  EXPECT_EQ(config["cache_mb_flag"], "1");
+  EXPECT_EQ(config["sampling"], "greedy");
+  EXPECT_EQ(config["policy"], "lru");
+  // The header names the units; the preamble says a prefill is one row.
+  ASSERT_LT(i, lines.size());
+  EXPECT_EQ(lines[i], telemetry::kColumns);
+  EXPECT_NE(lines[i].find("wall_ms"), std::string::npos);
+  EXPECT_NE(lines[i].find("read_bytes"), std::string::npos);
+  EXPECT_NE(lines[i].find("cache_hit_pct"), std::string::npos);
+  EXPECT_NE(slurp(csv).find("one row with phase=prefill"), std::string::npos);
+  const size_t n_cols = fields(lines[i]).size();
+  // Every row numeric (phase aside); then one summary line, last.
+  int prefill = 0, decode = 0;
+  size_t k = i + 1;
+  for (; k < lines.size() && lines[k][0] != '#'; ++k) {
+    const auto f = fields(lines[k]);
+    ASSERT_EQ(f.size(), n_cols) << lines[k];
+    for (size_t c = 0; c < f.size(); ++c) {
+      if (c == 2) {
+        EXPECT_TRUE(f[c] == "prefill" || f[c] == "decode") << lines[k];
+        (f[c] == "prefill" ? prefill : decode)++;
+      } else {
+        EXPECT_TRUE(numeric(f[c])) << "column " << c << ": " << lines[k];
+      }
+    }
+  }
+  EXPECT_EQ(prefill, 1);
+  EXPECT_EQ(decode, 11);  // 12 sampled tokens: the last is printed, not run
+  ASSERT_EQ(k, lines.size() - 1);
+  EXPECT_EQ(lines[k].rfind("# summary ", 0), 0u) << lines[k];
+
+  // The summary is the rows' sums and final values.
+  const auto m = telemetry::read_metrics(csv);
+  ASSERT_EQ(m.rows.size(), 12u);
+  uint64_t bytes = 0, hits = 0, misses = 0, ev = 0;
+  int64_t dec_tokens = 0;
+  for (const auto& row : m.rows) {
+    bytes += row.read_bytes;
+    hits += row.hits;
+    misses += row.misses;
+    ev += row.evictions;
+    if (!row.prefill) dec_tokens += row.steps;
+    EXPECT_GE(row.compute_ms, 0.0);
+    EXPECT_GT(row.rss_mib, 0.0);
+    EXPECT_GE(row.hit_pct, 0.0);
+    EXPECT_LE(row.hit_pct, 100.0);
+    EXPECT_GE(row.cache_resident_mib, 0.0);
+    EXPECT_LE(row.cache_resident_mib, 1.0 + 1e-9);  // within the 1 MiB budget
+  }
+  EXPECT_EQ(m.rows[0].steps, 21);  // the oracle prompt's tokens
+  EXPECT_GT(bytes, 0u);
+  EXPECT_GT(misses, 0u);
+  EXPECT_EQ(m.summary_value("read_bytes"), std::to_string(bytes));
+  EXPECT_EQ(m.summary_value("hits"), std::to_string(hits));
+  EXPECT_EQ(m.summary_value("misses"), std::to_string(misses));
+  EXPECT_EQ(m.summary_value("evictions"), std::to_string(ev));
+  EXPECT_EQ(m.summary_value("decode_tokens"), std::to_string(dec_tokens));
+  EXPECT_EQ(m.summary_value("prefill_tokens"), "21");
+  EXPECT_NEAR(std::stod(m.summary_value("hit_pct")), m.rows.back().hit_pct, 1e-3);
+  EXPECT_NEAR(std::stod(m.summary_value("hit_pct")),
+              100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses), 1e-3);
+  EXPECT_GT(std::stod(m.summary_value("peak_rss_mib")), 0.0);
+
+  // The stdout summary: after the text and a blank line, with the steady window and the time split.
+  EXPECT_NE(r.output.find("\n\nprefill: 21 tokens"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("decode: 11 tokens"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("steady decode:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("MiB per decode token"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("I/O stall"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("peak RSS:"), std::string::npos) << r.output;
+}
+
+TEST(MetricsCsv, ResidentReadsNothingAndHasNoHitRate) {
+  const auto csv = tmp("resident.csv");
+  const auto r = run("--experts resident --csv '" + csv + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto text = slurp(csv);
+  EXPECT_NE(text.find("# config experts=resident"), std::string::npos);
+  EXPECT_NE(text.find("# note experts resident"), std::string::npos);  // documents the zeros and -1
+  const auto m = telemetry::read_metrics(csv);
+  ASSERT_EQ(m.rows.size(), 12u);
+  for (const auto& row : m.rows) {
+    EXPECT_EQ(row.read_bytes, 0u);
+    EXPECT_EQ(row.io_ms, 0.0);
+    EXPECT_EQ(row.stall_ms, 0.0);
+    EXPECT_EQ(row.hits + row.misses, 0u);
+    EXPECT_EQ(row.hit_pct, -1.0);
+    EXPECT_EQ(row.cache_resident_mib, -1.0);
+    EXPECT_GE(row.compute_ms, 0.0);
+  }
+  EXPECT_EQ(m.summary_value("hit_pct"), "-1.0000");
+  EXPECT_NE(r.output.find("experts: resident (no reads, no cache)"), std::string::npos) << r.output;
+}
+
+TEST(MetricsCsv, SteadyWindowRule) {
+  std::vector<telemetry::StepRow> rows(1);
+  rows[0].prefill = true;
+  for (double h : {10.0, 30.0, 45.0, 50.0, 50.5, 51.0, 50.8, 50.9, 51.2, 51.0, 50.7, 51.1}) {
+    telemetry::StepRow r;
+    r.hit_pct = h;
+    r.steps = 1;
+    r.wall_ms = 2;
+    rows.push_back(r);
+  }
+  EXPECT_EQ(telemetry::steady_skip(rows, -1), std::make_pair(int64_t{4}, std::string("auto")));  // 50 -> 51.2: over 1 point
+  EXPECT_EQ(telemetry::steady_skip(rows, 5), std::make_pair(int64_t{5}, std::string("flag")));
+  EXPECT_EQ(telemetry::steady_skip(rows, 100).first, 12);
+  rows.resize(8);  // 7 decode tokens: never 8 in a row
+  EXPECT_EQ(telemetry::steady_skip(rows, -1).second, "none");
+  const auto s = telemetry::summarize(rows, 2, -1);
+  EXPECT_EQ(s.steady_tokens, 5);
+  EXPECT_DOUBLE_EQ(s.steady_ms, 10.0);
+}
+
+TEST(MetricsCsv, SteadySkipFlagIsUsed) {
+  const auto csv = tmp("skip.csv");
+  const auto r = run("--experts resident --steady-skip 4 --csv '" + csv + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("after a warm-up of 4 (--steady-skip)"), std::string::npos) << r.output;
+  const auto m = telemetry::read_metrics(csv);
+  EXPECT_EQ(m.summary_value("steady_rule"), "flag");
+  EXPECT_EQ(m.summary_value("steady_tokens"), "7");
+}
+
+TEST(MetricsCsv, UnwritablePathNamesTheFlag) {
+  const auto r = run("--csv /nonexistent-dir/x.csv", 2);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--csv /nonexistent-dir/x.csv"), std::string::npos) << r.output;
+}
+
+TEST(Progress, TextAndJsonLines) {
+  const auto text = run(std::string(kStream) + "--progress", 6);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("[prefill 0]"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("[token 5]"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("MiB | stall"), std::string::npos) << text.output;
+  const auto json = run(std::string(kStream) + "--progress=json", 6);
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  int n = 0;
+  for (const auto& line : lines_of(json.output)) {
+    // stderr's lines land after the text printed so far on stdout (no newline yet) when both go to one pipe.
+    const auto at = line.find("{\"step\":");
+    if (at == std::string::npos) continue;
+    const auto l = line.substr(at);
+    const auto j = nlohmann::json::parse(l);
+    EXPECT_EQ(j["step"].get<int>(), n);
+    EXPECT_EQ(j["phase"].get<std::string>(), n == 0 ? "prefill" : "decode");
+    for (const char* k : {"tok_s", "hit_pct", "read_mib", "stall_ms"}) EXPECT_TRUE(j[k].is_number()) << l;
+    ++n;
+  }
+  EXPECT_EQ(n, 6);
+  const auto bad = run("--progress=yaml", 2);
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("--progress"), std::string::npos) << bad.output;
+}
+
+// Expert sets per (position, layer) from routing [rows, layers, k].
+using Sets = std::map<std::pair<int64_t, int32_t>, std::set<int32_t>>;
+
+TEST(RouteTrace, MatchesTheModelsRoutingAndReplays) {
+  constexpr int kNew = 8;
+  const auto path = tmp("p1.route.csv");
+  const auto r = run(std::string(kStream) + "--route-trace '" + path + "'", kNew);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto trace = telemetry::read_route_trace(path);
+  EXPECT_EQ(trace.header.arch, "qwen3moe");
+  EXPECT_EQ(trace.header.model, model_path());
+  ASSERT_EQ(trace.header.n_layer, 4);
+  EXPECT_EQ(trace.header.n_expert, 16);
+  EXPECT_EQ(trace.header.n_expert_used, 4);
+  ASSERT_EQ(trace.header.layers.size(), 4u);
+  for (const auto& l : trace.header.layers) EXPECT_GT(l.expert_bytes, 0u);
+  const auto j = oracle_case();
+  const auto prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
+  const auto n_prompt = static_cast<int64_t>(prompt.size());
+  const int64_t n_rows = n_prompt + kNew - 1;  // the last sampled token is not run
+  ASSERT_EQ(trace.rows.size(), static_cast<size_t>(n_rows * 4 * 4));
+
+  Sets traced;
+  std::set<std::pair<int32_t, int32_t>> seen_in_prefill;
+  for (const auto& row : trace.rows) {
+    EXPECT_EQ(row.turn, 0);
+    EXPECT_EQ(row.phase, row.step < n_prompt ? 0 : 1);
+    EXPECT_TRUE(std::isnan(row.weight));  // the router's weights are not recorded
+    traced[{row.step, row.layer}].insert(row.expert);
+    if (row.phase == 0) {
+      // The cache is empty when the prompt starts: a layer's first use of an expert is a miss that reads the
+      // expert's bytes; a repeat within the prompt's batch reads nothing.
+      const bool first = seen_in_prefill.insert({row.layer, row.expert}).second;
+      EXPECT_EQ(row.residency, first ? telemetry::Residency::Miss : telemetry::Residency::Hit);
+      EXPECT_EQ(row.expert_bytes, first ? trace.header.layers[static_cast<size_t>(row.layer)].expert_bytes : 0u);
+    } else {
+      EXPECT_EQ(row.expert_bytes == 0, row.residency != telemetry::Residency::Miss);
+    }
+  }
+  ASSERT_EQ(traced.size(), static_cast<size_t>(n_rows * 4));
+  for (const auto& [key, set] : traced) EXPECT_EQ(set.size(), 4u) << key.first << "," << key.second;
+
+  // The same engine, teacher-forced on the same tokens (prompt as one batch, then one token at a time).
+  auto file = gguf::GgufModel::open(model_path());
+  auto m = model::load_model(file, model::ModelOptions{.n_ctx = 256});
+  const auto gen = model::generate_greedy(*m, prompt, kNew);
+  std::vector<int32_t> tokens = prompt;
+  tokens.insert(tokens.end(), gen.begin(), gen.end() - 1);
+  const auto ev = model::evaluate(*m, tokens, n_prompt);
+  ASSERT_EQ(ev.n_moe_layers, 4);
+  int64_t same = 0, same_oracle = 0, total_oracle = 0;
+  const auto oracle_routing = j["routing"];
+  for (int64_t t = 0; t < n_rows; ++t)
+    for (int32_t l = 0; l < 4; ++l) {
+      std::set<int32_t> want;
+      for (int s = 0; s < 4; ++s) want.insert(ev.routing[static_cast<size_t>((t * 4 + l) * 4 + s)]);
+      same += traced[{t, l}] == want;
+      if (t < n_prompt) {  // the oracle's routing over the same prompt tokens
+        const auto o = oracle_routing[static_cast<size_t>(t)][static_cast<size_t>(l)].get<std::vector<int32_t>>();
+        same_oracle += traced[{t, l}] == std::set<int32_t>(o.begin(), o.end());
+        ++total_oracle;
+      }
+    }
+  EXPECT_EQ(same, n_rows * 4);
+  EXPECT_GE(static_cast<double>(same_oracle), 0.96 * static_cast<double>(total_oracle));
+
+  // `moetier replay` reads it.
+  const auto rep = test::run_cli("replay '" + path + "' --cache-mb 1");
+  EXPECT_EQ(rep.exit_code, 0) << rep.output;
+  EXPECT_NE(rep.output.find("hit"), std::string::npos) << rep.output;
+}
+
+TEST(RouteTrace, ResidentRowsAreHitsThatReadNothing) {
+  const auto path = tmp("resident.route.csv");
+  const auto r = run("--experts resident --route-trace '" + path + "'", 4);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto trace = telemetry::read_route_trace(path);
+  ASSERT_FALSE(trace.rows.empty());
+  for (const auto& row : trace.rows) {
+    EXPECT_EQ(row.residency, telemetry::Residency::Hit);
+    EXPECT_EQ(row.expert_bytes, 0u);
+  }
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(Report, SelfContainedPageWithThreeCurves) {
+  const auto a = tmp("report-a.csv"), b = tmp("report-b.csv"), out = tmp("report.html"), out2 = tmp("compare.html");
+  ASSERT_EQ(run(std::string(kStream) + "--csv '" + a + "'", 16).exit_code, 0);
+  ASSERT_EQ(run("--experts stream --cache-mb 64 --io-threads 2 --csv '" + b + "'", 16).exit_code, 0);
+  const auto r = test::run_cli("report '" + a + "' -o '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto html = slurp(out);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(count(html, "<svg class=\"curve\""), 3u);
+  EXPECT_EQ(count(html, "<polyline class=\"series\""), 3u);
+  EXPECT_NE(html.find("tok/s"), std::string::npos);
+  EXPECT_NE(html.find("hit rate"), std::string::npos);
+  EXPECT_NE(html.find("MiB per token"), std::string::npos);
+  EXPECT_NE(html.find("<svg class=\"split\""), std::string::npos);  // the time split
+  EXPECT_NE(html.find("<td>cache_mb_flag</td>"), std::string::npos);  // the configuration
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+
+  const auto c = test::run_cli("report '" + a + "' --compare '" + b + "' -o '" + out2 + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const auto cmp = slurp(out2);
+  EXPECT_EQ(count(cmp, "<svg class=\"curve\""), 3u);
+  EXPECT_EQ(count(cmp, "<polyline class=\"series\""), 6u);  // both runs on every curve
+  const auto differ = cmp.substr(cmp.find("Settings that differ"));
+  const auto table = differ.substr(0, differ.find("</table>"));
+  EXPECT_NE(table.find("<td>cache_mb_flag</td><td>1</td><td>64</td>"), std::string::npos) << table;
+  EXPECT_NE(table.find("<td>lanes</td>"), std::string::npos) << table;
+  EXPECT_EQ(table.find("<td>kv_type</td>"), std::string::npos) << table;  // the same in both
+}
+
+TEST(Report, BadInputNamesTheFile) {
+  const auto bad = tmp("not-metrics.csv");
+  std::ofstream(bad) << "a,b,c\n1,2,3\n";
+  const auto r = test::run_cli("report '" + bad + "' -o '" + tmp("bad.html") + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(bad), std::string::npos) << r.output;
+  EXPECT_THROW(telemetry::parse_metrics("# moetier_metrics v1\n" + std::string(telemetry::kColumns) +
+                                            "\n0,1,decode,x,0,0,0,0,0,0,0,0,0,0,0,0,0,0\n",
+                                        "m.csv"),
+               Error);
+}
+
+}  // namespace
+}  // namespace moetier
