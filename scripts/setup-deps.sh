@@ -8,7 +8,7 @@ pkgs=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libpcre2-dev libutf8proc-dev liburing-dev libhwy-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang-14 libclang-rt-14-dev lld-14 jq
+  clang-14 libclang-rt-14-dev lld-14 jq fio
 )
 
 missing=()
