@@ -176,10 +176,13 @@ LoadedModel load(const ModelFlags& f) {
     const auto& h = lm.replay->header();
     if (f.n_expert_used == 0) opts.n_expert_used = h.n_expert_used;  // the trace's top-k, checked after loading
     opts.routing_override = lm.replay.get();
-    log_line(fmt::format("route replay: {} ({} layers x {} experts, top-{}, {} prefill + {} decode tokens): lossy, "
-                         "benchmark only",
+    log_line(fmt::format("route replay: {} ({} layers x {} experts, top-{}, {} prefill + {} decode tokens{}): "
+                         "lossy, benchmark only",
                          f.route_replay, h.n_layer, h.n_expert, h.n_expert_used, lm.replay->prefill_tokens(),
-                         lm.replay->decode_tokens()));
+                         lm.replay->decode_tokens(),
+                         lm.replay->filled() > 0
+                             ? fmt::format(", {} token-layers without rows replay a neighbour's", lm.replay->filled())
+                             : ""));
   }
 
   std::unique_ptr<moe::ExpertSource> source;

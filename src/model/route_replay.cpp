@@ -40,6 +40,29 @@ RouteReplay::RouteReplay(const telemetry::RouteTrace& trace, std::string name)
     ids_[at] = r.expert;
     weights_[at] = r.weight;
   }
+  // A token may lack a layer entirely: recording engines skip the last layer for every prompt token but the last
+  // (only the last token's logits are needed). Such a token replays the routing of the nearest token of the same
+  // turn and phase that has the layer (later first), so each layer's batch holds exactly the recorded experts.
+  auto absent = [&](size_t t, size_t l) { return ids_[(t * L + l) * K] < 0 && ids_[(t * L + l) * K + K - 1] < 0; };
+  auto same_group = [&](size_t a, size_t b) {
+    return std::get<0>(toks[a]) == std::get<0>(toks[b]) && std::get<1>(toks[a]) == std::get<1>(toks[b]);
+  };
+  for (size_t l = 0; l < L; ++l) {
+    for (size_t t = 0; t < toks.size(); ++t) {
+      if (!absent(t, l)) continue;
+      size_t from = toks.size();
+      for (size_t u = t + 1; u < toks.size() && same_group(u, t) && from == toks.size(); ++u) {
+        if (!absent(u, l)) from = u;
+      }
+      for (size_t u = t; u-- > 0 && same_group(u, t) && from == toks.size();) {
+        if (!absent(u, l)) from = u;
+      }
+      if (from == toks.size()) continue;  // reported below
+      std::copy_n(ids_.data() + (from * L + l) * K, K, ids_.data() + (t * L + l) * K);
+      std::copy_n(weights_.data() + (from * L + l) * K, K, weights_.data() + (t * L + l) * K);
+      ++n_filled_;
+    }
+  }
   for (size_t t = 0; t < toks.size(); ++t) {
     for (size_t l = 0; l < L; ++l) {
       int32_t* id = ids_.data() + (t * L + l) * K;

@@ -8,6 +8,8 @@
 // tokens uses the first P prefill rows and the i-th generated token uses the trace's i-th decode step, whatever
 // the two prompts' lengths (a one-token last prefill chunk counts as decode: keep the prompt within -b). Every
 // layer keeps its own cursor, so layers stay in step as long as each pass runs all layers.
+// A (token, layer) without rows (recording engines skip the last layer for all prompt tokens but the last) takes
+// the routing of the nearest token of the same turn and phase that has that layer: filled() counts them.
 // Weights: the recorded router weights when every slot of a (token, layer) has one, otherwise uniform 1/k.
 //
 // Memory: the trace's routing [tokens, n_layer, k] is held as dense arrays built at construction; route()
@@ -38,12 +40,14 @@ class RouteReplay final : public RoutingOverride {
   const telemetry::TraceHeader& header() const { return header_; }
   int64_t prefill_tokens() const { return n_prefill_; }
   int64_t decode_tokens() const { return n_decode_; }
+  int64_t filled() const { return n_filled_; }  // (token, layer) pairs without rows, given a neighbour's routing
 
  private:
   telemetry::TraceHeader header_;
   std::string name_;
   int64_t k_ = 0;
   int64_t n_prefill_ = 0, n_decode_ = 0;
+  int64_t n_filled_ = 0;
   std::vector<int32_t> ids_;     // [n_prefill + n_decode, n_layer, k]: prefill tokens first, then decode
   std::vector<float> weights_;   // same shape
   std::vector<int64_t> prefill_cursor_;  // [n_layer] next prefill token per layer

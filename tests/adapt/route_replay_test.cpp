@@ -43,6 +43,20 @@ TEST(RouteReplay, TheModelRoutesAsTheTraceSays) {
   EXPECT_THROW(m->forward({&tok, 1}, 9, logits, model::LogitsMode::last), Error);
 }
 
+TEST(RouteReplay, ALayerWithoutRowsReplaysTheNearestTokenOfItsPhase) {
+  // As recorded by engines that skip the last layer for every prompt token but the last.
+  telemetry::RouteTrace trace = synthetic_trace(4, 1, 5, 4096);
+  std::erase_if(trace.rows, [](const telemetry::TraceRow& r) { return r.phase == 0 && r.step < 3 && r.layer == 7; });
+  model::RouteReplay replay(trace, "t.csv");
+  EXPECT_EQ(replay.filled(), 3);
+  std::vector<int32_t> ids(4 * kTopK);
+  std::vector<float> w(4 * kTopK);
+  replay.route(7, 4, ids.data(), w.data());
+  for (int t = 0; t < 3; ++t) {
+    for (int s = 0; s < kTopK; ++s) EXPECT_EQ(ids[static_cast<size_t>(t * kTopK + s)], ids[static_cast<size_t>(3 * kTopK + s)]);
+  }
+}
+
 TEST(RouteReplay, ShapeMismatchNamesBothShapes) {
   telemetry::RouteTrace trace = synthetic_trace(2, 1, 3, 4096);
   const model::RouteReplay replay(trace, "qwen.route.csv");
