@@ -2,6 +2,8 @@
 // under --route-replay semantics (RouteReplay + StreamingExperts + Generator), and the simulator on the same trace.
 #pragma once
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -36,7 +38,9 @@ inline fs::path synthetic_model() {
   o.shape.n_expert = kExperts;
   o.shape.n_expert_used = kTopK;
   o.type = "Q4_K_M";
-  o.output = p.string() + ".part";
+  // ctest runs tests of this binary in parallel processes: each writes its own part file and renames it into
+  // place (atomic; the contents are identical, being a pure function of the options).
+  o.output = p.string() + ".part" + std::to_string(getpid());
   synth::write_synthetic_model(o);
   fs::rename(o.output, p);
   return p;
