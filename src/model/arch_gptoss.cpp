@@ -120,13 +120,8 @@ class GptOssModel final : public DecoderModel {
 
   void layer(int64_t il, float* x, int64_t pos0, int64_t n_tok, int32_t* routing) override {
     const Layer& l = layers_[static_cast<size_t>(il)];
-    const int64_t D = hp_.n_embd;
-    rms_norm(x, l.attn_norm.data(), xn_.data(), n_tok, D, hp_.norm_eps);
-    attention_.forward(l.attn, kv_, il, xn_.data(), pos0, n_tok, tmp_.data(), mm_);
-    add_residual(x, tmp_.data(), n_tok * D);
-    rms_norm(x, l.post_attn_norm.data(), xn_.data(), n_tok, D, hp_.norm_eps);
-    moe_.forward(il, l.router, *experts_, xn_.data(), n_tok, tmp_.data(), routing, mm_);
-    add_residual(x, tmp_.data(), n_tok * D);
+    attention_block(il, x, l.attn_norm, attention_, l.attn, pos0, n_tok);
+    moe_block(il, x, l.post_attn_norm, moe_, l.router, *experts_, n_tok, routing);
   }
 
   GptOssHparams a_;            // architecture hyperparameters

@@ -118,4 +118,25 @@ void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::sp
   quant::matmul(output_, xn_.data(), logits.data(), rows, mm_);
 }
 
+void DecoderModel::attention_block(int64_t il, float* x, const std::vector<float>& norm, Attention& attn,
+                                   const AttentionWeights& w, int64_t pos0, int64_t n_tok) {
+  rms_norm(x, norm.data(), xn_.data(), n_tok, hp_.n_embd, hp_.norm_eps);
+  attn.forward(w, kv_, il, xn_.data(), pos0, n_tok, tmp_.data(), mm_);
+  add_residual(x, tmp_.data(), n_tok * hp_.n_embd);
+}
+
+void DecoderModel::ffn_block(float* x, const std::vector<float>& norm, DenseFfn& ffn, const FfnWeights& w,
+                             int64_t n_tok) {
+  rms_norm(x, norm.data(), xn_.data(), n_tok, hp_.n_embd, hp_.norm_eps);
+  ffn.forward(w, xn_.data(), n_tok, tmp_.data(), mm_);
+  add_residual(x, tmp_.data(), n_tok * hp_.n_embd);
+}
+
+void DecoderModel::moe_block(int64_t il, float* x, const std::vector<float>& norm, MoeFfn& moe,
+                             const RouterWeights& rw, moe::ExpertSource& experts, int64_t n_tok, int32_t* routing) {
+  rms_norm(x, norm.data(), xn_.data(), n_tok, hp_.n_embd, hp_.norm_eps);
+  moe.forward(il, rw, experts, xn_.data(), n_tok, tmp_.data(), routing, mm_);
+  add_residual(x, tmp_.data(), n_tok * hp_.n_embd);
+}
+
 }  // namespace moetier::model

@@ -9,8 +9,11 @@
 
 #include "gguf/gguf.h"
 #include "model/arch_metadata.h"
+#include "model/attention.h"
+#include "model/ffn.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/moe_ffn.h"
 #include "model/tensor_binding.h"
 #include "moe/expert_source.h"
 #include "quant/matmul.h"
@@ -66,6 +69,17 @@ class DecoderModel : public Model {
   static void add_residual(float* x, const float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] += y[i];
   }
+
+  // The pre-norm residual halves every supported layer is built from (Llama, Mixtral, Qwen3-MoE, gpt-oss), on
+  // the residual stream x[n_tok, n_embd] with norm [n_embd] the block's RMSNorm gain:
+  //   attention_block: x <- x + Attention(RMSNorm(x) * norm)
+  //   ffn_block:       x <- x + FFN(RMSNorm(x) * norm)            (dense SwiGLU FFN)
+  //   moe_block:       x <- x + MoE(RMSNorm(x) * norm)            (router, then the routed experts)
+  void attention_block(int64_t il, float* x, const std::vector<float>& norm, Attention& attn,
+                       const AttentionWeights& w, int64_t pos0, int64_t n_tok);
+  void ffn_block(float* x, const std::vector<float>& norm, DenseFfn& ffn, const FfnWeights& w, int64_t n_tok);
+  void moe_block(int64_t il, float* x, const std::vector<float>& norm, MoeFfn& moe, const RouterWeights& rw,
+                 moe::ExpertSource& experts, int64_t n_tok, int32_t* routing);
 
   const gguf::GgufModel& file_;
   TensorBinder bind_;
