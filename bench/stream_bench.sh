@@ -4,7 +4,8 @@
 #
 #   bench/stream_bench.sh [MODEL.gguf]
 #     MODEL     default build/bench/qwen3-30b-a3b-Q4_K_M.gguf (written with `moetier synth` if missing, ~17 GB)
-#   env: RUNS (3) runs per configuration, TOKENS (32) decode tokens, CAP_GIB (8) memory cap, THREADS (2)
+#   env: RUNS (3) runs per configuration, TOKENS (32) decode tokens, CAP_GIB (8) memory cap, THREADS (2),
+#        PROMPT ("Once upon a time")
 #
 # Prints a markdown table: per configuration, the median over RUNS of decode tok/s, MiB read per decode token,
 # cache hit rate and peak RSS; then the drive's direct random-read bandwidth (fio) at 1, 2 and 4 lanes.
@@ -34,7 +35,7 @@ fi
 cleanup() { for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do kill "$p" 2>/dev/null || true; done; rmdir "$cg" 2>/dev/null || true; }
 trap cleanup EXIT
 
-prompt="Once upon a time, in a small village at the edge of a great forest, there lived an old clockmaker"
+prompt=${PROMPT:-"Once upon a time"}
 # run NAME CAPPED ARGS...: RUNS cold runs; each leaves its metrics CSV in $out/NAME.RUN.csv
 run_config() {
   local name=$1 capped=$2; shift 2
