@@ -5,7 +5,7 @@
 #   bench/stream_bench.sh [MODEL.gguf]
 #     MODEL     default build/bench/qwen3-30b-a3b-Q4_K_M.gguf (written with `moetier synth` if missing, ~17 GB)
 #   env: RUNS (3) runs per configuration, TOKENS (32) decode tokens, CAP_GIB (8) memory cap, THREADS (2),
-#        PROMPT ("Once upon a time")
+#        PROMPT ("Once upon a time"), FIO_SECONDS (30)
 #
 # Prints a markdown table: per configuration, the median over RUNS of decode tok/s, MiB read per decode token,
 # cache hit rate and peak RSS; then the drive's direct random-read bandwidth (fio) at 1, 2 and 4 lanes.
@@ -86,11 +86,11 @@ row mmapcapped "resident (mmap), capped"
 row resident "resident, uncapped"
 
 echo
-echo "Direct random-read bandwidth of the drive holding the model (fio, 30 s each):"
+echo "Direct random-read bandwidth of the drive holding the model (fio, ${FIO_SECONDS:-30} s each):"
 for bs in 1M 4M; do
   for lanes in 1 2 4; do
     bw=$(fio --name=rr --filename="$model" --readonly --rw=randread --bs=$bs --direct=1 --ioengine=psync \
-           --numjobs=$lanes --group_reporting --time_based --runtime=30 --output-format=terse 2>/dev/null |
+           --numjobs=$lanes --group_reporting --time_based --runtime="${FIO_SECONDS:-30}" --output-format=terse 2>/dev/null |
          awk -F';' '{printf "%.0f", $7 / 1024}')
     echo "  $bs reads, $lanes lanes: $bw MiB/s"
   done

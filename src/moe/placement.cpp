@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -30,7 +31,9 @@ Placement parse_placement(std::string_view s) {
   fail("unknown placement '{}' (expected resident, stream or auto)", s);
 }
 
-uint64_t mem_available_bytes() {
+namespace {
+
+uint64_t meminfo_available() {
   std::ifstream in("/proc/meminfo");
   if (!in) fail("cannot read /proc/meminfo to find the available memory");
   std::string line;
@@ -43,6 +46,68 @@ uint64_t mem_available_bytes() {
     fail("/proc/meminfo: cannot parse '{}' (expected 'MemAvailable: N kB')", line);
   }
   fail("/proc/meminfo has no MemAvailable line");
+}
+
+// First number in a file ("max" and unreadable files give nullopt).
+std::optional<uint64_t> read_number(const std::string& path) {
+  std::ifstream in(path);
+  uint64_t v = 0;
+  if (in >> v) return v;
+  return std::nullopt;
+}
+
+// The value of `key` in a cgroup memory.stat file, bytes (0 when absent).
+uint64_t stat_value(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string k;
+  uint64_t v = 0;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return 0;
+}
+
+// Memory the process's cgroup can still grow by (limit - usage + reclaimable inactive page cache), when it has
+// a memory limit: a container or a `systemd-run -p MemoryMax=` scope sees the host's MemAvailable in
+// /proc/meminfo but is killed at its own limit. cgroup v2 ("0::PATH") and v1 ("N:...memory...:PATH").
+std::optional<uint64_t> cgroup_available() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto a = line.find(':');
+    const auto b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    const std::string path = line.substr(b + 1);
+    std::string dir, limit_file, usage_file, inactive_key;
+    if (controllers.empty() && line.rfind("0:", 0) == 0) {
+      dir = "/sys/fs/cgroup" + path;
+      limit_file = "memory.max";
+      usage_file = "memory.current";
+      inactive_key = "inactive_file";
+    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
+      dir = "/sys/fs/cgroup/memory" + path;
+      limit_file = "memory.limit_in_bytes";
+      usage_file = "memory.usage_in_bytes";
+      inactive_key = "total_inactive_file";
+    } else {
+      continue;
+    }
+    const auto limit = read_number(dir + "/" + limit_file);
+    const auto usage = read_number(dir + "/" + usage_file);
+    // v1 reports "no limit" as a huge number (PAGE_COUNTER_MAX pages); anything beyond 2^60 bytes is no limit.
+    if (!limit || !usage || *limit >= (uint64_t{1} << 60)) continue;
+    const uint64_t reclaimable = stat_value(dir + "/memory.stat", inactive_key);
+    return *limit > *usage ? *limit - *usage + reclaimable : reclaimable;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+uint64_t mem_available_bytes() {
+  const uint64_t host = meminfo_available();
+  const auto cg = cgroup_available();
+  return cg ? std::min(host, *cg) : host;
 }
 
 PlacementDecision decide_placement(Placement p, uint64_t model_bytes, uint64_t kv_bytes, uint64_t mem_available,

@@ -14,7 +14,9 @@ std::string_view placement_name(Placement p);  // "resident", "stream", "auto"
 // "resident" / "stream" / "auto"; throws moetier::Error naming the value and the choices otherwise.
 Placement parse_placement(std::string_view s);
 
-// MemAvailable of /proc/meminfo, bytes. Throws moetier::Error when it cannot be read.
+// Memory available to this process, bytes: MemAvailable of /proc/meminfo, or less when the process's cgroup (v1
+// or v2) has a memory limit closer than that (limit - usage + its inactive page cache). Throws moetier::Error
+// when /proc/meminfo cannot be read.
 uint64_t mem_available_bytes();
 
 struct PlacementDecision {
