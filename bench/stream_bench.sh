@@ -45,10 +45,10 @@ run_config() {
     if [ "$capped" = 1 ]; then
       reset_peak
       sh -c 'echo $$ > '"$cg"'/cgroup.procs; exec "$@"' sh "$bin" run -m "$model" -p "$prompt" -n "$tokens" --temp 0 \
-        -t "$threads" --csv "$csv" "$@" > "$out/$name.$r.log" 2>&1 || { echo "$name run $r failed: see $out/$name.$r.log" >&2; return 0; }
+        -t "$threads" --csv "$csv" "$@" > "$out/$name.$r.log" 2>&1 || { echo "$name run $r failed: see $out/$name.$r.log" >&2; continue; }
     else
       "$bin" run -m "$model" -p "$prompt" -n "$tokens" --temp 0 -t "$threads" --csv "$csv" "$@" \
-        > "$out/$name.$r.log" 2>&1 || { echo "$name run $r failed: see $out/$name.$r.log" >&2; return 0; }
+        > "$out/$name.$r.log" 2>&1 || { echo "$name run $r failed: see $out/$name.$r.log" >&2; continue; }
     fi
   done
 }
@@ -56,7 +56,8 @@ run_config() {
 median() {
   local name=$1 key=$2
   for f in "$out/$name".*.csv; do
-    grep '^# summary' "$f" | tr ' ' '\n' | sed -n "s/^$key=//p"
+    [ -f "$f" ] || continue
+    { grep '^# summary' "$f" || true; } | tr ' ' '\n' | sed -n "s/^$key=//p"
   done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}'
 }
 row() {
