@@ -3,18 +3,11 @@
 #include <queue>
 #include <string>
 
-#include "tokenizer/utf8.h"
+#include "tokenizer/symbols.h"
 
 namespace moetier::tokenizer {
 
 namespace {
-
-struct Symbol {
-  int32_t prev;
-  int32_t next;
-  size_t begin;
-  size_t len;  // 0 once merged into its left neighbour
-};
 
 struct Bigram {
   int32_t left;
@@ -43,14 +36,7 @@ void bpe_encode_word(const Vocab& v, std::string_view word, std::vector<int32_t>
   }
 
   std::vector<Symbol> sym;
-  sym.reserve(word.size());
-  for (size_t i = 0; i < word.size();) {
-    const size_t vl = utf8_valid_len(word, i);
-    const size_t len = vl == 0 ? 1 : vl;  // cannot happen for byte-level text, kept total for safety
-    const auto idx = static_cast<int32_t>(sym.size());
-    sym.push_back({idx - 1, i + len == word.size() ? -1 : idx + 1, i, len});
-    i += len;
-  }
+  split_symbols(word, sym);
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
   std::string scratch;
@@ -67,13 +53,10 @@ void bpe_encode_word(const Vocab& v, std::string_view word, std::vector<int32_t>
   while (!queue.empty()) {
     const Bigram bg = queue.top();
     queue.pop();
-    Symbol& l = sym[static_cast<size_t>(bg.left)];
-    Symbol& r = sym[static_cast<size_t>(bg.right)];
+    const Symbol& l = sym[static_cast<size_t>(bg.left)];
+    const Symbol& r = sym[static_cast<size_t>(bg.right)];
     if (l.len != bg.left_len || r.len != bg.right_len || l.len == 0 || r.len == 0) continue;
-    l.len += r.len;
-    r.len = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = bg.left;
+    merge_symbols(sym, bg.left, bg.right);
     try_add(l.prev, bg.left);
     try_add(bg.left, l.next);
   }

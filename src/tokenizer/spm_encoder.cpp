@@ -2,18 +2,11 @@
 
 #include <queue>
 
-#include "tokenizer/utf8.h"
+#include "tokenizer/symbols.h"
 
 namespace moetier::tokenizer {
 
 namespace {
-
-struct Symbol {
-  int32_t prev;
-  int32_t next;
-  size_t begin;  // byte offset into the text
-  size_t len;    // bytes; 0 once merged into its left neighbour
-};
 
 struct Bigram {
   int32_t left;
@@ -33,14 +26,7 @@ struct BigramOrder {
 
 void spm_encode(const Vocab& v, std::string_view text, std::vector<int32_t>& out) {
   std::vector<Symbol> sym;
-  sym.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const size_t vl = utf8_valid_len(text, i);
-    const size_t len = vl == 0 ? 1 : vl;
-    const auto idx = static_cast<int32_t>(sym.size());
-    sym.push_back({idx - 1, i + len == text.size() ? -1 : idx + 1, i, len});
-    i += len;
-  }
+  split_symbols(text, sym);
   if (sym.empty()) return;
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
@@ -58,13 +44,10 @@ void spm_encode(const Vocab& v, std::string_view text, std::vector<int32_t>& out
   while (!queue.empty()) {
     const Bigram bg = queue.top();
     queue.pop();
-    Symbol& l = sym[static_cast<size_t>(bg.left)];
-    Symbol& r = sym[static_cast<size_t>(bg.right)];
+    const Symbol& l = sym[static_cast<size_t>(bg.left)];
+    const Symbol& r = sym[static_cast<size_t>(bg.right)];
     if (l.len == 0 || r.len == 0 || l.len + r.len != bg.len) continue;
-    l.len += r.len;
-    r.len = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = bg.left;
+    merge_symbols(sym, bg.left, bg.right);
     try_add(l.prev, bg.left);
     try_add(bg.left, l.next);
   }
