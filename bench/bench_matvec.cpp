@@ -5,10 +5,12 @@
 // Shapes are (rows, cols) of the stored matrix, cols = GGUF ne[0]: Qwen3-30B-A3B's ffn_gate_exps / ffn_up_exps
 // are 768 x 2048 per expert, ffn_down_exps 2048 x 768, attention 4096 <-> 2048, output 151936 x 2048; gpt-oss
 // uses 2880 x 2880. Weights are random valid blocks (finite, moderate scales), so timings match real data.
-// Run: bench_matvec --benchmark_min_time=0.2
+// Run: bench_matvec --benchmark_min_time=0.2 (MOETIER_BENCH_THREADS=N adds an N-thread read bandwidth run)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -80,15 +82,24 @@ moetier::util::ThreadPool& pool(int threads) {
   return *p;
 }
 
-void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool reference) {
+// Each iteration multiplies the next of several copies of the matrix, together at least 128 MiB (4x this
+// machine's 32 MiB L3), so the weights come from DRAM as a model's experts do, not from cache.
+void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool reference,
+               quant::ActivationRounding rounding) {
   const int threads = static_cast<int>(state.range(0));
   const std::vector<uint8_t> w = random_weights(t, rows, cols);
-  const quant::WeightView view{t, w.data(), rows, cols, quant::row_bytes(t, cols)};
+  const size_t copies = std::max<size_t>(1, ((size_t{128} << 20) + w.size() - 1) / w.size());
+  std::vector<uint8_t> all(w.size() * copies);  // [copies][rows, cols] of type t
+  for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * w.size(), w.data(), w.size());
   std::vector<float> x(static_cast<size_t>(cols), 0.5f);  // [1, cols]
-  std::vector<float> y(static_cast<size_t>(rows));        // [1, rows]
-  quant::MatmulScratch scratch(cols, 1, quant::ActivationRounding::exact);
+  for (int64_t i = 0; i < cols; ++i) x[static_cast<size_t>(i)] = 0.5f - 0.001f * static_cast<float>(i % 997);
+  std::vector<float> y(static_cast<size_t>(rows));  // [1, rows]
+  quant::MatmulScratch scratch(cols, 1, rounding);
   if (threads > 1) scratch.set_pool(&pool(threads));
+  size_t c = 0;
   for (auto _ : state) {
+    const quant::WeightView view{t, all.data() + c * w.size(), rows, cols, quant::row_bytes(t, cols)};
+    c = c + 1 == copies ? 0 : c + 1;
     if (reference) {
       quant::matmul_reference(view, x.data(), y.data(), 1, scratch);
     } else {
@@ -131,7 +142,12 @@ struct Shape {
 };
 
 int register_all() {
-  benchmark::RegisterBenchmark("ReadBandwidth/1GiB", BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime();
+  auto* rb = benchmark::RegisterBenchmark("ReadBandwidth/1GiB", BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime();
+  // MOETIER_BENCH_THREADS=N adds N threads to the read bandwidth (bench/speed_bench.sh measures at its -t).
+  if (const char* env = std::getenv("MOETIER_BENCH_THREADS"); env != nullptr) {
+    const long n = std::strtol(env, nullptr, 10);
+    if (n > 2 && n <= 1024) rb->Arg(n);
+  }
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0,
                             GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,   GgmlType::Q8_0,
                             GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,   GgmlType::Q5_K,
@@ -147,14 +163,19 @@ int register_all() {
       const bool big = s.rows > 100000;
       if (big && t != GgmlType::Q4_K && t != GgmlType::Q6_K && t != GgmlType::Q8_0) continue;
       const std::string name = "Matvec/" + std::string(quant::type_name(t)) + "/" + s.name;
-      benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, s.rows, s.cols, false)
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, s.rows, s.cols, false,
+                                   quant::ActivationRounding::match_ggml)
           ->Arg(1)->Arg(2)->UseRealTime();
     }
   }
-  // The scalar reference path, for the speed-up.
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::MXFP4}) {
+  // The float-activation kernels (ActivationRounding::exact) and the scalar reference path, for comparison.
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::MXFP4}) {
+    const std::string exact = "MatvecExact/" + std::string(quant::type_name(t)) + "/2048x4096";
+    benchmark::RegisterBenchmark(exact.c_str(), BM_Matvec, t, 2048, 4096, false, quant::ActivationRounding::exact)
+        ->Arg(1)->Arg(2)->UseRealTime();
     const std::string name = "MatvecReference/" + std::string(quant::type_name(t)) + "/768x2048";
-    benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, 768, 2048, true)->Arg(1)->UseRealTime();
+    benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, 768, 2048, true, quant::ActivationRounding::exact)
+        ->Arg(1)->UseRealTime();
   }
   return 0;
 }

@@ -33,7 +33,7 @@ struct EvalArgs {
   int64_t n_batch = 512;
   int64_t n_expert_used = 0;
   std::string kv_type = "f16";
-  bool ggml_rounding = false;
+  bool exact_activations = false;
 };
 
 std::string read_text(const std::string& path) {
@@ -70,7 +70,7 @@ void run_eval(const EvalArgs& a) {
   } else {
     fail("--kv-type '{}' is not one of f16, f32", a.kv_type);
   }
-  if (a.ggml_rounding) opts.rounding = quant::ActivationRounding::match_ggml;
+  if (a.exact_activations) opts.rounding = quant::ActivationRounding::exact;
   const auto m = model::load_model(file, opts);
   const model::EvalResult r = model::evaluate(*m, in.tokens, in.n_prefill);
 
@@ -138,9 +138,9 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--n-expert-used", args->n_expert_used, "override experts per token (lossy; 0 = the model's)");
   cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f16 (as the reference engine) or f32")
       ->capture_default_str();
-  cmd->add_flag("--ggml-activations", args->ggml_rounding,
-                "round activations to the weight type's ggml dot-product type (F16/BF16/Q8_0/Q8_K) before each "
-                "product instead of using float activations (experimental)");
+  cmd->add_flag("--exact-activations", args->exact_activations,
+                "multiply quantized weights with float activations instead of the default 8-bit activations and "
+                "integer dot products (Q8_0/Q8_K, as GGUF reference engines do); slower, for judging that rounding");
   cmd->callback([args] { run_eval(*args); });
 }
 

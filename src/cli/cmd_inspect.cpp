@@ -113,6 +113,28 @@ json describe(const gguf::GgufModel& m) {
     }
   }
   j["first_experts"] = first;
+
+  // The weight bytes one decode token reads: every dense tensor except token_embd (one row is looked up; it is
+  // read whole only when it doubles as the output matrix, in a model without output.weight), plus, per MoE layer,
+  // n_expert_used experts. Decode is bound by reading these: bytes/s of memory over these bytes is the tok/s limit.
+  uint64_t embd_bytes = 0;
+  bool has_output = false;
+  for (const auto& t : m.tensors()) {
+    if (t.name == "token_embd.weight") embd_bytes += t.n_bytes;
+    if (t.name == "output.weight") has_output = true;
+  }
+  const uint64_t k = arch.empty() ? 0 : md.get_uint_or(arch + ".expert_used_count", 0);
+  uint64_t expert_read = 0;
+  for (const auto& le : layout.layers())
+    expert_read += std::min<uint64_t>(k, static_cast<uint64_t>(le.n_expert)) * le.expert_bytes;
+  const uint64_t embd_skipped = has_output ? embd_bytes : 0;
+  const uint64_t dense_read = layout.dense_total_bytes() - std::min(embd_skipped, layout.dense_total_bytes());
+  j["decode_read_per_token"] = {{"bytes", dense_read + expert_read},
+                                {"dense_bytes", dense_read},
+                                {"expert_bytes", expert_read},
+                                {"n_expert_used", k},
+                                {"token_embd_bytes", embd_bytes},
+                                {"token_embd_is_output", !has_output && embd_bytes > 0}};
   return j;
 }
 
@@ -148,6 +170,13 @@ void print_text(const json& j) {
   for (const auto& [name, v] : j["types"].items())
     fmt::print("  {:<8} {:>5} tensors {:>12}{}\n", name, v["tensors"].get<uint64_t>(),
                human_bytes(v["bytes"].get<uint64_t>()), v["supported"].get<bool>() ? "" : "  (not supported yet)");
+  if (const auto& rd = j["decode_read_per_token"]; j["tensors"]["count"].get<uint64_t>() > 0)
+    fmt::print("per decode token: {} of weights read: dense {} ({}), routed experts {} ({} MoE layers x {})\n",
+               human_bytes(rd["bytes"].get<uint64_t>()), human_bytes(rd["dense_bytes"].get<uint64_t>()),
+               rd["token_embd_is_output"].get<bool>() ? "token_embd read whole as the output matrix"
+                                                      : "token_embd left out: a row lookup",
+               human_bytes(rd["expert_bytes"].get<uint64_t>()), j["moe_layers"].size(),
+               rd["n_expert_used"].get<uint64_t>());
   if (!j["moe_layers"].empty()) {
     fmt::print("per layer:    {:>5} {:>8} {:>14} {:>12}\n", "layer", "experts", "one expert", "dense");
     for (const auto& l : j["moe_layers"])

@@ -16,6 +16,7 @@
 #include "chat/chat_format.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "model/eval.h"
 #include "model/generator.h"
 #include "moe/expert_layout.h"
 #include "telemetry/run_metrics.h"
@@ -97,6 +98,22 @@ std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("-f {}: cannot open the prompt file", path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// --tokens FILE: a JSON list of token ids, or an oracle case object's "prompt_tokens" (what `eval --tokens` reads).
+// Run as given: no BOS is added. Throws naming the file for anything else or an id outside the vocabulary.
+std::vector<int32_t> read_prompt_tokens(const std::string& path, int64_t n_vocab) {
+  const nlohmann::json j = model::read_json_lenient(path);
+  const nlohmann::json& arr = j.is_object() && j.contains("prompt_tokens") ? j["prompt_tokens"] : j;
+  if (!arr.is_array()) fail("--tokens {}: not a JSON list of token ids (nor an object with 'prompt_tokens')", path);
+  std::vector<int32_t> ids;
+  ids.reserve(arr.size());
+  for (const auto& x : arr) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= n_vocab)
+      fail("--tokens {}: '{}' is not a token id of this model's vocabulary (0 ..< {})", path, x.dump(), n_vocab);
+    ids.push_back(x.get<int32_t>());
+  }
+  return ids;
 }
 
 void print_piece(const std::string& s) {
@@ -252,6 +269,7 @@ void register_run_command(CLI::App& app) {
     TelemetryFlags telemetry;
     std::string prompt;
     std::string file;
+    std::string tokens;
     int64_t n_predict = 128;
     bool chat_mode = false;
   };
@@ -259,28 +277,35 @@ void register_run_command(CLI::App& app) {
   o->model.add_to(*cmd);
   auto* p = cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   auto* f = cmd->add_option("-f,--file", o->file, "read the prompt from a file");
+  auto* tk = cmd->add_option("--tokens", o->tokens,
+                             "the prompt as token ids, run as given (no BOS added): a JSON list, or a file with "
+                             "'prompt_tokens' (as `eval --tokens` reads); for prompts of an exact length");
   p->excludes(f);
+  tk->excludes(p)->excludes(f);
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until end of text or a full context)")
       ->capture_default_str();
-  cmd->add_flag("--chat", o->chat_mode, "wrap the prompt as one user turn in the model's chat format");
+  cmd->add_flag("--chat", o->chat_mode, "wrap the prompt as one user turn in the model's chat format")->excludes(tk);
   o->sampling.add_to(*cmd);
   o->chat.add_to(*cmd);
   o->telemetry.add_to(*cmd);
   cmd->callback([o] {
-    if (o->prompt.empty() && o->file.empty()) fail("run: give a prompt with -p TEXT or -f FILE");
-    const std::string text = o->file.empty() ? o->prompt : read_file(o->file);
+    if (o->prompt.empty() && o->file.empty() && o->tokens.empty())
+      fail("run: give a prompt with -p TEXT, -f FILE or --tokens FILE.json");
+    const std::string text = !o->file.empty() ? read_file(o->file) : o->prompt;
     auto lm = load(o->model);
     const auto tok = tokenizer::Tokenizer::from_metadata(lm.file->metadata());
     const auto sp = o->sampling.resolve();
     sample::Sampler sampler(sp, lm.model->info().n_vocab);
     std::vector<int32_t> prompt;
-    if (o->chat_mode) {
+    if (!o->tokens.empty()) {
+      prompt = read_prompt_tokens(o->tokens, lm.model->info().n_vocab);
+    } else if (o->chat_mode) {
       const auto co = o->chat.resolve(lm.file->metadata());
       prompt = tok.encode(chat::render_user_turn(co, text, true, false), true, true);
     } else {
       prompt = tok.encode(text, true, false);
     }
-    if (prompt.empty()) fail("run: the prompt encodes to no tokens");
+    if (prompt.empty()) fail("run: the prompt has no tokens");
     if (static_cast<int64_t>(prompt.size()) >= lm.model->info().n_ctx)
       fail("the prompt is {} tokens, which does not fit the context of {} tokens (one more is needed to generate): "
            "raise -c or shorten the prompt",
@@ -290,7 +315,11 @@ void register_run_command(CLI::App& app) {
     model::Generator g(*lm.model, sampler, rec.get());
     if (!o->telemetry.route_trace.empty()) g.record_routing();
     g.prefill(prompt);
-    if (!o->chat_mode) print_piece(text);
+    if (!o->tokens.empty()) {
+      for (const int32_t t : prompt) print_piece(tok.token_to_piece(t));
+    } else if (!o->chat_mode) {
+      print_piece(text);
+    }
     generate(g, tok, o->n_predict, false);
     print_piece("\n");
     print_summary(*rec, lm);

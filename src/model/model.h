@@ -31,9 +31,9 @@ struct ModelOptions {
   int64_t n_batch = 512;  // most tokens per forward() call (prefill chunk); capped at n_ctx
   KvType kv_type = KvType::f16;  // the reference engine's default
   int64_t n_expert_used = 0;     // 0 = the model's expert_used_count; otherwise an override (lossy)
-  // exact: float activations in every product. match_ggml rounds activations to the weight type's ggml
-  // vec_dot type first; measured against the oracle it is not closer (see quant/matmul.h), so it is opt-in.
-  quant::ActivationRounding rounding = quant::ActivationRounding::exact;
+  // match_ggml: 8-bit activations and integer dot products for quantized weights, as GGUF reference engines
+  // compute (quant/matmul.h); exact: float activations in every product (slower; for diagnosis).
+  quant::ActivationRounding rounding = quant::ActivationRounding::match_ggml;
   // Not owned, must outlive the model: when set, every MoE layer takes its experts from it instead of the router
   // (lossy, for benchmarks: see RoutingOverride in model/router.h and model/route_replay.h).
   RoutingOverride* routing_override = nullptr;

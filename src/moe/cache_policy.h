@@ -152,6 +152,8 @@ class CachePolicy {
   std::vector<ExpertKey> resident_keys() const;  // e.g. what a static policy expects loaded at start
   const CacheConfig& config() const { return cfg_; }
   virtual std::string_view name() const = 0;
+  // Whether end_step() may plan background swaps (the adaptive tier); telemetry reports swaps only then.
+  virtual bool plans_swaps() const { return false; }
 
   // The cliff guard is engaged when enabled and the capacity is below one token's working set.
   bool cliff_guard_engaged() const { return guard_; }

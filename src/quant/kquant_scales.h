@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace moetier::quant::detail {
 
@@ -17,6 +18,22 @@ inline ScaleMin get_scale_min_k4(int j, const uint8_t* q) {
   if (j < 4) return {static_cast<uint8_t>(q[j] & 63), static_cast<uint8_t>(q[j + 4] & 63)};
   return {static_cast<uint8_t>((q[j + 4] & 0xf) | (q[j - 4] >> 6) << 4),
           static_cast<uint8_t>((q[j + 4] >> 4) | (q[j] >> 6) << 4)};
+}
+
+// All eight scales and mins of a Q4_K / Q5_K block at once, the same values as get_scale_min_k4(0..7) (tested),
+// with four 32-bit operations per group of four instead of byte-wise work (the kernels' per-block setup).
+inline void unpack_scale_min_k4(const uint8_t* q, uint8_t (&scale)[8], uint8_t (&min)[8]) {
+  uint32_t u[3];
+  std::memcpy(u, q, 12);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const uint32_t s03 = u[0] & kLow6;                                      // scales 0-3: bytes 0-3, low 6 bits
+  const uint32_t m03 = u[1] & kLow6;                                      // mins 0-3: bytes 4-7, low 6 bits
+  const uint32_t s47 = (u[2] & kLow4) | ((u[0] >> 6) & kLow2) << 4;       // low nibbles of 8-11, top bits of 0-3
+  const uint32_t m47 = ((u[2] >> 4) & kLow4) | ((u[1] >> 6) & kLow2) << 4;  // high nibbles of 8-11, top of 4-7
+  std::memcpy(scale, &s03, 4);
+  std::memcpy(scale + 4, &s47, 4);
+  std::memcpy(min, &m03, 4);
+  std::memcpy(min + 4, &m47, 4);
 }
 
 // The inverse, for the reference quantizers: pack eight 6-bit scales and mins (each 0..63) into 12 bytes.

@@ -17,7 +17,10 @@ MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRoundi
       max_cols_(max_cols),
       max_tok_(max_tok),
       wrow_(static_cast<size_t>(max_cols)),
-      xr_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * max_tok) : 0) {}
+      xr_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * max_tok) : 0),
+      xq_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * max_tok) : 0),
+      xd_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 32 * max_tok) : 0),
+      xs_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 16 * max_tok) : 0) {}
 
 namespace {
 
@@ -118,6 +121,13 @@ const float* MatmulScratch::rounded_activations(GgmlType t, const float* x, int6
   return xr;
 }
 
+kernels::Q8Rows MatmulScratch::quantized_activations(kernels::Q8Format f, const float* x, int64_t n_tok,
+                                                     int64_t cols) {
+  const kernels::Q8Rows q{f, cols, xq_.data(), xd_.data(), xs_.data()};
+  for (int64_t tok = 0; tok < n_tok; ++tok) kernels::quantize_q8_row(x, tok, q);
+  return q;
+}
+
 void matmul_reference(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch) {
   assert(w.cols <= scratch.max_cols_ && n_tok <= scratch.max_tok_);
   const int64_t cols = w.cols;
@@ -136,14 +146,30 @@ void matmul_reference(const WeightView& w, const float* x, float* y, int64_t n_t
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch) {
   assert(w.cols <= scratch.max_cols_ && n_tok <= scratch.max_tok_);
   if (!kernels::has_kernel(w.type)) return matmul_reference(w, x, y, n_tok, scratch);
-  const float* xs = scratch.rounded_activations(w.type, x, n_tok, w.cols);
+  const kernels::Q8Format f = scratch.rounding_ == ActivationRounding::match_ggml ? kernels::q8_format(w.type)
+                                                                                 : kernels::Q8Format::none;
+  // The activations are quantized (or rounded) once, on the calling thread, for every row of the product.
+  kernels::Q8Rows xq;
+  const float* xs = x;
+  if (f != kernels::Q8Format::none) {
+    xq = scratch.quantized_activations(f, x, n_tok, w.cols);
+  } else {
+    xs = scratch.rounded_activations(w.type, x, n_tok, w.cols);
+  }
+  const auto rows = [&](int64_t r0, int64_t r1) {
+    if (f != kernels::Q8Format::none) {
+      kernels::matmul_rows_q8(w.type, w.data, w.row_bytes, xq, n_tok, y, w.rows, r0, r1);
+    } else {
+      kernels::matmul_rows(w.type, w.data, w.row_bytes, w.cols, xs, n_tok, y, w.rows, r0, r1);
+    }
+  };
   // Below ~64 KiB of weights (norm-sized products, tiny test models) waking the workers costs more than the
   // product itself (~10 us), so those run on the calling thread.
   constexpr size_t kMinParallelBytes = size_t{64} << 10;
   util::ThreadPool* pool = scratch.pool_;
   const int64_t n_threads = pool != nullptr ? pool->size() : 1;
   if (n_threads == 1 || w.rows < 2 * n_threads || static_cast<size_t>(w.rows) * w.row_bytes < kMinParallelBytes) {
-    kernels::matmul_rows(w.type, w.data, w.row_bytes, w.cols, xs, n_tok, y, w.rows, 0, w.rows);
+    rows(0, w.rows);
     return;
   }
   // Contiguous row ranges, one per thread, rounded to multiples of 4 rows (whole cache lines of y when n_tok
@@ -152,7 +178,7 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, Matmul
     const auto split = [&](int64_t k) { return std::min(w.rows, (w.rows * k / n_threads + 3) / 4 * 4); };
     const int64_t r0 = i == 0 ? 0 : split(i);
     const int64_t r1 = i + 1 == n_threads ? w.rows : split(i + 1);
-    if (r0 < r1) kernels::matmul_rows(w.type, w.data, w.row_bytes, w.cols, xs, n_tok, y, w.rows, r0, r1);
+    if (r0 < r1) rows(r0, r1);
   });
 }
 

@@ -1,19 +1,20 @@
 // Matrix products of a stored weight matrix (any type with a reference dequantizer) with float activations.
 //
-// matmul() runs the fused SIMD kernels of quant/kernels/matmul_kernels.h (every type with a reference
-// dequantizer), splitting the rows across the scratch's thread pool when one is attached (set_pool); without one
-// it runs on the calling thread. matmul_reference() keeps the scalar reference: each weight row is dequantized
-// once into the scratch and dotted with every token's activation row. Both read the weights once per batch of
-// n_tok tokens and allocate nothing. The scratch object belongs to one calling thread.
+// matmul() runs the SIMD kernels (quant/kernels/), splitting the rows across the scratch's thread pool when one
+// is attached (set_pool); without one it runs on the calling thread. matmul_reference() keeps the scalar
+// reference: each weight row is dequantized once into the scratch and dotted with every token's activation row.
+// Both read the weights once per batch of n_tok tokens and allocate nothing. The scratch belongs to one thread.
 //
-// Activation rounding. The reference engine (ggml) converts activations to the weight type's "vec_dot type"
+// Activation rounding. GGUF reference engines (ggml) convert activations to the weight type's "vec_dot type"
 // before the dot product: F16 weights meet F16 activations, BF16 meet BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL/
-// MXFP4 meet 8-bit Q8_0-style blocks of 32, K-quants and IQ4_XS meet Q8_K blocks of 256. With
-// ActivationRounding::match_ggml the reference matmul rounds a copy of x the same way (quantize, then
-// dequantize) and computes float products, which lands within float rounding of ggml's integer dot products.
-// ActivationRounding::exact uses x as given. Measured against the oracle references (oracle/README.md) the
-// emulation is not yet closer than exact products (e.g. tiny-qwen3moe-Q4_K_M p1 mean rel 2.6e-2 vs 1.7e-2), so
-// the reference engine's integer kernels must differ in a detail not reproduced here; models default to exact.
+// MXFP4 meet 8-bit Q8_0-style blocks of 32, K-quants and IQ4_XS meet Q8_K blocks of 256.
+//  * ActivationRounding::match_ggml (the engine's default): quantized weights run the integer kernels of
+//    quant/kernels/int8_kernels.h on activations quantized once per token row exactly that way; F16/BF16 weights
+//    meet activations rounded to F16/BF16. matmul_reference() specifies it by rounding a copy of x the same way
+//    (quantize, then dequantize) and computing float products, which agrees with the integer kernels to float
+//    rounding of the per-block scale products.
+//  * ActivationRounding::exact: float activations in every product (the fused float kernels of
+//    quant/kernels/matmul_kernels.h): slower, and a hair further from the model as its authors ran it.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "quant/ggml_type.h"
+#include "quant/kernels/int8_kernels.h"
 
 namespace moetier::util {
 class ThreadPool;
@@ -63,12 +65,16 @@ class MatmulScratch {
   friend void matmul(const WeightView&, const float*, float*, int64_t, MatmulScratch&);
   friend void matmul_reference(const WeightView&, const float*, float*, int64_t, MatmulScratch&);
   const float* rounded_activations(GgmlType t, const float* x, int64_t n_tok, int64_t cols);
+  kernels::Q8Rows quantized_activations(kernels::Q8Format f, const float* x, int64_t n_tok, int64_t cols);
   util::ThreadPool* pool_ = nullptr;
   ActivationRounding rounding_ = ActivationRounding::exact;
   int64_t max_cols_ = 0;
   int64_t max_tok_ = 0;
   std::vector<float> wrow_;  // [max_cols]: one dequantized weight row
   std::vector<float> xr_;    // [max_tok, max_cols]: activations rounded to the weight's vec_dot type
+  std::vector<int16_t> xq_;  // [max_tok, max_cols]: 8-bit activation codes (match_ggml)
+  std::vector<float> xd_;    // [max_tok, max_cols / 32]: their block scales
+  std::vector<int16_t> xs_;  // [max_tok, max_cols / 16]: their sums of 16
 };
 
 // y[t, r] = sum_c w[r, c] * x[t, c] for t < n_tok, r < w.rows.

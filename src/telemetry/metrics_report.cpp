@@ -209,6 +209,11 @@ std::string summary_table(const std::vector<const MetricsFile*>& runs) {
   });
   row("evictions, MiB re-read",
       [](const MetricsFile& m) { return fmt::format("{:.0f}, {:.1f}", num(m, "evictions"), num(m, "reread_bytes") / kMiB); });
+  row("background swap-ins, MiB swapped in", [](const MetricsFile& m) {
+    const auto v = m.summary_value("swaps");
+    if (v.empty() || num(m, "swaps") < 0) return std::string("n/a (no adaptive tier)");
+    return fmt::format("{:.0f}, {:.1f}", num(m, "swaps"), num(m, "swap_bytes") / kMiB);
+  });
   row("peak RSS MiB", [](const MetricsFile& m) { return fmt::format("{:.1f}", num(m, "peak_rss_mib")); });
   o += "</table>\n";
   return o;
@@ -227,6 +232,17 @@ MetricsFile parse_metrics(std::string_view text, std::string_view name) {
   m.name = std::string(name);
   bool have_version = false, have_header = false;
   int64_t line_no = 0;
+  // Columns by name: index of each in the file's header, -1 when absent (only optional columns may be).
+  enum Col { kStep, kSteps, kPhase, kWall, kCompute, kIo, kRead, kHit, kStall, kMgmt, kMajflt, kCpu, kRss, kResident,
+             kHits, kMisses, kEvictions, kReread, kSwaps, kSwapBytes, kNumCols };
+  static constexpr std::string_view kNames[kNumCols] = {
+      "step", "steps", "phase", "wall_ms", "compute_ms", "io_ms", "read_bytes", "cache_hit_pct", "stall_ms",
+      "mgmt_ms", "majflt", "cpu_ms", "rss_mib", "cache_resident_mib", "hits", "misses", "evictions", "reread_bytes",
+      "swaps", "swap_bytes"};
+  constexpr int kFirstOptional = kSwaps;  // later additions: a file written before them reads -1
+  int idx[kNumCols] = {};
+  size_t n_fields = 0;
+  std::vector<double> v;
   size_t b = 0;
   while (b < text.size()) {
     size_t e = text.find('\n', b);
@@ -256,15 +272,23 @@ MetricsFile parse_metrics(std::string_view text, std::string_view name) {
     }
     if (!have_version) fail("{}:{}: not a moetier metrics CSV (no '# moetier_metrics v1' line first)", name, line_no);
     if (!have_header) {
-      if (line != kColumns) fail("{}:{}: expected the header '{}', found '{}'", name, line_no, kColumns, line);
+      const auto names = split(line, ',');
+      for (int c = 0; c < kNumCols; ++c) {
+        const auto it = std::find(names.begin(), names.end(), kNames[c]);
+        idx[c] = it == names.end() ? -1 : static_cast<int>(it - names.begin());
+        if (idx[c] < 0 && c < kFirstOptional)
+          fail("{}:{}: the header has no '{}' column (expected a header like '{}'), found '{}'", name, line_no,
+               kNames[c], kColumns, line);
+      }
+      n_fields = names.size();
+      v.assign(n_fields, 0.0);
       have_header = true;
       continue;
     }
     const auto f = split(line, ',');
-    if (f.size() != 18) fail("{}:{}: expected 18 fields, found {}", name, line_no, f.size());
-    double v[18];
+    if (f.size() != n_fields) fail("{}:{}: expected {} fields, found {}", name, line_no, n_fields, f.size());
     for (size_t i = 0; i < f.size(); ++i) {
-      if (i == 2) {
+      if (static_cast<int>(i) == idx[kPhase]) {
         if (f[i] != "prefill" && f[i] != "decode") fail("{}:{}: phase '{}' is not prefill or decode", name, line_no, f[i]);
         v[i] = f[i] == "prefill" ? 1 : 0;
         continue;
@@ -273,25 +297,28 @@ MetricsFile parse_metrics(std::string_view text, std::string_view name) {
       if (r.ec != std::errc() || r.ptr != f[i].data() + f[i].size())
         fail("{}:{}: field {} '{}' is not a number", name, line_no, i + 1, f[i]);
     }
+    auto col = [&](Col c) { return idx[c] >= 0 ? v[static_cast<size_t>(idx[c])] : -1.0; };
     StepRow r;
-    r.step = static_cast<int64_t>(v[0]);
-    r.steps = static_cast<int64_t>(v[1]);
-    r.prefill = v[2] != 0;
-    r.wall_ms = v[3];
-    r.compute_ms = v[4];
-    r.io_ms = v[5];
-    r.read_bytes = static_cast<uint64_t>(v[6]);
-    r.hit_pct = v[7];
-    r.stall_ms = v[8];
-    r.mgmt_ms = v[9];
-    r.majflt = static_cast<int64_t>(v[10]);
-    r.cpu_ms = v[11];
-    r.rss_mib = v[12];
-    r.cache_resident_mib = v[13];
-    r.hits = static_cast<uint64_t>(v[14]);
-    r.misses = static_cast<uint64_t>(v[15]);
-    r.evictions = static_cast<uint64_t>(v[16]);
-    r.reread_bytes = static_cast<uint64_t>(v[17]);
+    r.step = static_cast<int64_t>(col(kStep));
+    r.steps = static_cast<int64_t>(col(kSteps));
+    r.prefill = col(kPhase) != 0;
+    r.wall_ms = col(kWall);
+    r.compute_ms = col(kCompute);
+    r.io_ms = col(kIo);
+    r.read_bytes = static_cast<uint64_t>(col(kRead));
+    r.hit_pct = col(kHit);
+    r.stall_ms = col(kStall);
+    r.mgmt_ms = col(kMgmt);
+    r.majflt = static_cast<int64_t>(col(kMajflt));
+    r.cpu_ms = col(kCpu);
+    r.rss_mib = col(kRss);
+    r.cache_resident_mib = col(kResident);
+    r.hits = static_cast<uint64_t>(col(kHits));
+    r.misses = static_cast<uint64_t>(col(kMisses));
+    r.evictions = static_cast<uint64_t>(col(kEvictions));
+    r.reread_bytes = static_cast<uint64_t>(col(kReread));
+    r.swaps = static_cast<int64_t>(col(kSwaps));
+    r.swap_bytes = static_cast<int64_t>(col(kSwapBytes));
     m.rows.push_back(r);
   }
   if (!have_version) fail("{}: not a moetier metrics CSV (no '# moetier_metrics v1' line)", name);

@@ -25,8 +25,10 @@ struct MetricsFile {
   std::string summary_value(std::string_view key) const;     // "" when absent
 };
 
-// Throws moetier::Error naming `name` and the 1-based line for a missing version line, a header other than
-// kColumns, or a row that is not all numbers.
+// Columns are found by their header name, in any order; unknown columns are ignored, and the columns added after
+// the first v1 files (swaps, swap_bytes) read as -1 when absent. Throws moetier::Error naming `name` and the
+// 1-based line for a missing version line, a header without one of the other kColumns, a row whose field count
+// differs from the header's, or a row that is not all numbers.
 MetricsFile parse_metrics(std::string_view text, std::string_view name);
 MetricsFile read_metrics(const std::filesystem::path& path);
 

@@ -80,9 +80,9 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
   s.steps = static_cast<int64_t>(rows.size());
   std::tie(s.steady_skip, s.steady_rule) = steady_skip(rows, flag_skip);
   int64_t decode_i = 0;
-  bool cpu_ok = true, flt_ok = true;
+  bool cpu_ok = true, flt_ok = true, swaps_ok = !rows.empty();
   double cpu = 0;
-  int64_t flt = 0;
+  int64_t flt = 0, swaps = 0, swap_bytes = 0;
   for (const auto& r : rows) {
     if (r.prefill) {
       s.prefill_tokens += r.steps;
@@ -109,11 +109,14 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
     s.wall_ms += r.wall_ms;
     if (r.cpu_ms < 0) cpu_ok = false; else cpu += r.cpu_ms;
     if (r.majflt < 0) flt_ok = false; else flt += r.majflt;
+    if (r.swaps < 0 || r.swap_bytes < 0) swaps_ok = false; else swaps += r.swaps, swap_bytes += r.swap_bytes;
   }
   s.hit_pct = rows.empty() ? -1.0 : rows.back().hit_pct;
   s.cpu_ms = cpu_ok ? cpu : -1.0;
   s.majflt = flt_ok ? flt : -1;
   s.peak_rss_mib = peak_rss;
+  s.swaps = swaps_ok ? swaps : -1;
+  s.swap_bytes = swaps_ok ? swap_bytes : -1;
   return s;
 }
 
@@ -122,10 +125,10 @@ std::string summary_fields(const RunSummary& s) {
       "steps={} prefill_tokens={} prefill_ms={:.3f} decode_tokens={} decode_ms={:.3f} steady_skip={} "
       "steady_rule={} steady_tokens={} steady_ms={:.3f} hits={} misses={} hit_pct={:.4f} evictions={} "
       "read_bytes={} reread_bytes={} io_ms={:.3f} stall_ms={:.3f} mgmt_ms={:.3f} compute_ms={:.3f} wall_ms={:.3f} "
-      "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f}",
+      "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f} swaps={} swap_bytes={}",
       s.steps, s.prefill_tokens, s.prefill_ms, s.decode_tokens, s.decode_ms, s.steady_skip, s.steady_rule,
       s.steady_tokens, s.steady_ms, s.hits, s.misses, s.hit_pct, s.evictions, s.read_bytes, s.reread_bytes, s.io_ms,
-      s.stall_ms, s.mgmt_ms, s.compute_ms, s.wall_ms, s.cpu_ms, s.majflt, s.peak_rss_mib);
+      s.stall_ms, s.mgmt_ms, s.compute_ms, s.wall_ms, s.cpu_ms, s.majflt, s.peak_rss_mib, s.swaps, s.swap_bytes);
 }
 
 std::string format_summary(const RunSummary& s, int lanes) {
@@ -152,6 +155,9 @@ std::string format_summary(const RunSummary& s, int lanes) {
                                                lanes)
                                  : std::string(),
                      s.evictions, static_cast<double>(s.reread_bytes) / kMiB);
+    if (s.swaps >= 0)
+      o += fmt::format("adaptive tier: {} background swap-ins landed, {:.1f} MiB read by them (part of the MiB read)\n",
+                       s.swaps, static_cast<double>(s.swap_bytes) / kMiB);
   } else {
     o += "experts: resident (no reads, no cache)\n";
   }
@@ -191,12 +197,16 @@ RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, c
         "calling the forward pass (CLOCK_THREAD_CPUTIME_ID), measured, not a remainder (matmul worker threads, "
         "when there are any, show in cpu_ms); io_ms is read time summed over lanes; cpu_ms is the process's "
         "CPU time over all threads; majflt major page faults (getrusage); rss_mib from /proc/self/statm after the "
-        "step; counters (hits..reread_bytes) are this step's\n"
+        "step; counters (hits..reread_bytes, swaps, swap_bytes) are this step's\n"
         "# note cache_hit_pct is the running hit rate since the start of the run; -1 when there is no expert "
-        "cache (experts resident, or --cache-mb 0) or no lookup yet; cache_resident_mib is -1 without a cache\n";
+        "cache (experts resident, or --cache-mb 0) or no lookup yet; cache_resident_mib is -1 without a cache\n"
+        "# note swaps: the adaptive tier's background swap-ins whose read landed in the step; swap_bytes: the bytes "
+        "those reads returned in the step (also counted in read_bytes); both -1 without an adaptive tier (experts "
+        "resident, no cache, or a cache policy that does not swap)\n";
     if (stream == nullptr)
-      pre += "# note experts resident: io_ms, read_bytes, stall_ms, mgmt_ms and the counters are 0 (nothing is "
-             "read by the expert store; page faults on the mapping show in majflt)\n";
+      pre += "# note experts resident: io_ms, read_bytes, stall_ms, mgmt_ms and the counters hits..reread_bytes are "
+             "0 (nothing is read by the expert store; page faults on the mapping show in majflt); swaps and "
+             "swap_bytes are -1 (no adaptive tier)\n";
     pre += "# note a value that could not be measured is -1\n";
     pre += kColumns;
     pre += '\n';
@@ -292,6 +302,10 @@ void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
     r.io_ms = t.io_ms - totals0_.io_ms;
     r.stall_ms = t.stall_ms - totals0_.stall_ms;
     r.mgmt_ms = t.mgmt_ms - totals0_.mgmt_ms;
+    if (const auto* pol = stream_->policy(); pol != nullptr && pol->plans_swaps()) {
+      r.swaps = static_cast<int64_t>(t.swaps - totals0_.swaps);
+      r.swap_bytes = static_cast<int64_t>(t.swap_bytes - totals0_.swap_bytes);
+    }
     if (stream_->cache_slots() > 0) {
       run_hits_ += r.hits;
       run_lookups_ += r.hits + r.misses;
@@ -301,10 +315,10 @@ void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
   }
   if (rows_.size() < rows_.capacity()) rows_.push_back(r);  // capacity is n_ctx steps: no reallocation
   if (csv_ != nullptr)
-    fmt::print(csv_, "{},{},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.2f},{:.3f},{},{},{},{}\n",
+    fmt::print(csv_, "{},{},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.2f},{:.3f},{},{},{},{},{},{}\n",
                r.step, r.steps, prefill ? "prefill" : "decode", r.wall_ms, r.compute_ms, r.io_ms, r.read_bytes,
                r.hit_pct, r.stall_ms, r.mgmt_ms, r.majflt, r.cpu_ms, r.rss_mib, r.cache_resident_mib, r.hits, r.misses,
-               r.evictions, r.reread_bytes);
+               r.evictions, r.reread_bytes, r.swaps, r.swap_bytes);
   if (progress_ == 1)
     fmt::print(stderr, "[{} {}] {:.1f} tok/s | hit {:.1f}% | read {:.2f} MiB | stall {:.1f} ms\n",
                prefill ? "prefill" : "token", r.step, per_s(static_cast<double>(n_tokens), r.wall_ms), r.hit_pct,

@@ -15,6 +15,8 @@
 //   step,steps,phase,wall_ms,...            (the CSV header: kColumns)
 //   one row per step
 //   # summary KEY=VALUE KEY=VALUE ...       (run totals; see RunSummary)
+// Readers find columns by their header name (metrics_report.h): columns are only ever added, at the end, and a
+// file from before a column existed reads it as -1 (swaps, swap_bytes came later than the other columns).
 // Not thread-safe: the generator's thread calls everything.
 #pragma once
 
@@ -36,7 +38,7 @@ namespace moetier::telemetry {
 // The CSV header, in column order.
 inline constexpr const char* kColumns =
     "step,steps,phase,wall_ms,compute_ms,io_ms,read_bytes,cache_hit_pct,stall_ms,mgmt_ms,majflt,cpu_ms,rss_mib,"
-    "cache_resident_mib,hits,misses,evictions,reread_bytes";
+    "cache_resident_mib,hits,misses,evictions,reread_bytes,swaps,swap_bytes";
 
 struct StepRow {
   int64_t step = 0;        // 0-based row number
@@ -54,6 +56,10 @@ struct StepRow {
   double rss_mib = -1;     // resident set after the step (/proc/self/statm); -1: not measured
   double cache_resident_mib = -1;  // expert bytes held by the cache; -1: no cache
   uint64_t hits = 0, misses = 0, evictions = 0, reread_bytes = 0;  // expert cache counters of this step
+  // Adaptive tier: background swap-ins whose read landed in this step, and the bytes the swap reads returned in
+  // it (part of read_bytes). -1: no adaptive tier (resident experts, no cache, or a policy that never swaps).
+  int64_t swaps = -1;
+  int64_t swap_bytes = -1;
 };
 
 // What the summary and the report say about a run. Computed from rows; the CSV's `# summary` line holds these.
@@ -75,6 +81,7 @@ struct RunSummary {
   double cpu_ms = -1;
   int64_t majflt = -1;
   double peak_rss_mib = -1;  // VmHWM of /proc/self/status; -1: not measured
+  int64_t swaps = -1, swap_bytes = -1;  // adaptive tier's landed swap-ins and their bytes; -1: no adaptive tier
 };
 
 // Warm-up length over decode rows: `flag_skip` >= 0 when given; otherwise the first decode token from which the

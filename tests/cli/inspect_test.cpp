@@ -49,6 +49,28 @@ TEST(Inspect, SummarisesEverySharedModel) {
     EXPECT_EQ(j["tensors"]["routed_experts"]["bytes"].get<uint64_t>(), experts);
     EXPECT_EQ(j["tensors"]["routed_experts"]["count"].get<uint64_t>(), n_exp_tensors);
     EXPECT_EQ(j["tensors"]["dense"]["bytes"].get<uint64_t>() + experts, all);
+    {
+      // Weights one decode token reads: every dense tensor but token_embd (a row lookup) unless it doubles as the
+      // output matrix, plus n_expert_used experts of every MoE layer.
+      const std::string a = model.metadata().get_string_or("general.architecture", "");
+      const uint64_t k = a.empty() ? 0 : model.metadata().get_uint_or(a + ".expert_used_count", 0);
+      uint64_t embd = 0, expert_read = 0;
+      bool has_output = false;
+      for (const auto& t : model.tensors()) {
+        if (t.name == "token_embd.weight") embd = t.n_bytes;
+        if (t.name == "output.weight") has_output = true;
+        if (t.name.find("_exps.") != std::string::npos)
+          expert_read += k * (t.n_bytes / static_cast<uint64_t>(t.ne[t.n_dims - 1]));
+      }
+      const uint64_t dense_read = all - experts - (has_output ? embd : 0);
+      const auto& rd = j["decode_read_per_token"];
+      EXPECT_EQ(rd["n_expert_used"].get<uint64_t>(), k);
+      EXPECT_EQ(rd["expert_bytes"].get<uint64_t>(), expert_read);
+      EXPECT_EQ(rd["dense_bytes"].get<uint64_t>(), dense_read);
+      EXPECT_EQ(rd["bytes"].get<uint64_t>(), dense_read + expert_read);
+      EXPECT_EQ(rd["token_embd_bytes"].get<uint64_t>(), embd);
+      EXPECT_EQ(rd["token_embd_is_output"].get<bool>(), !has_output && embd > 0);
+    }
     const auto& md = model.metadata();
     if (md.has("tokenizer.ggml.tokens"))
       EXPECT_EQ(j["tokenizer"]["n_vocab"].get<size_t>(), md.get_string_array("tokenizer.ggml.tokens").size());
@@ -91,6 +113,7 @@ TEST(Inspect, TextSummaryNamesArchitectureAndExperts) {
   EXPECT_NE(r.output.find("routed experts"), std::string::npos);
   EXPECT_NE(r.output.find("Q4_K"), std::string::npos);
   EXPECT_NE(r.output.find("4096-byte boundary"), std::string::npos);
+  EXPECT_NE(r.output.find("per decode token: "), std::string::npos) << r.output;
 }
 
 class InspectBadFile : public ::testing::Test {

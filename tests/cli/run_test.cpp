@@ -24,6 +24,37 @@ TEST(Run, GreedyReproducesTheReferenceText) {
   EXPECT_NE(r.output.find("tok/s"), std::string::npos);
 }
 
+// --tokens runs a prompt given as token ids as it is: the oracle case's prompt_tokens give its greedy text, and so
+// does the same list as a plain JSON list; the prefill is exactly that many tokens.
+TEST(Run, PromptAsTokenIds) {
+  const auto case_file = test::oracle_dir() / "ref/stories260K.p1.json";
+  const auto j = model::read_json_lenient(case_file);
+  const auto n_prompt = j["prompt_tokens"].size();
+  const auto n = std::to_string(j["greedy_tokens"].size());
+  const auto list = test::tmp_dir("run") / "prompt-ids.json";
+  std::ofstream(list) << j["prompt_tokens"].dump();
+  for (const auto& f : {case_file, list}) {
+    SCOPED_TRACE(f.string());
+    const auto r = test::run_cli("run -m '" + stories() + "' --temp 0 -n " + n + " --tokens '" + f.string() + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(j["greedy_text"].get<std::string>()), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("prefill: " + std::to_string(n_prompt) + " tokens"), std::string::npos) << r.output;
+  }
+  const auto bad = test::tmp_dir("run") / "bad-ids.json";
+  std::ofstream(bad) << "[1, 2, 100000]";
+  auto r = test::run_cli("run -m '" + stories() + "' -n 2 --tokens '" + bad.string() + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--tokens"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("100000"), std::string::npos) << r.output;
+  std::ofstream(bad) << "{\"ids\": [1, 2]}";
+  r = test::run_cli("run -m '" + stories() + "' -n 2 --tokens '" + bad.string() + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("not a JSON list"), std::string::npos) << r.output;
+  r = test::run_cli("run -m '" + stories() + "' -n 2 -p hi --tokens '" + list.string() + "'");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(r.signaled);
+}
+
 TEST(Run, SameSeedSameText) {
   const std::string cmd = "run -m '" + stories() + "' -p 'Once upon a time' -n 48 --temp 1.0 ";
   const auto a = test::run_cli(cmd + "--seed 7");

@@ -1,10 +1,18 @@
-// The fused SIMD matmul kernels (quant/kernels/matmul_kernels.h) against the scalar reference: dequantize the row
-// with dequantize_row_ref, dot in double precision. Run on every Highway target compiled in and supported here.
+// The SIMD matmul kernels against the scalar reference: dequantize the row with dequantize_row_ref, dot in double
+// precision with the activations the kernels see. Run on every Highway target compiled in and supported here.
+//  * exact (quant/kernels/matmul_kernels.h): float activations as given.
+//  * match_ggml (quant/kernels/int8_kernels.h for quantized weights): the reference dots with the activations
+//    rounded by round_activations_like_ggml (8-bit Q8_0/Q8_K codes times their scale; F16/BF16 for float weights).
 //
-// Tolerance, from the arithmetic: the kernels decode each weight to exactly the reference's float, so the only
+// Tolerance, from the arithmetic. Float kernels decode each weight to exactly the reference's float, so the only
 // error is float32 accumulation of the n = cols products in some association (lanes, two accumulator sets, lane
 // reduction). For any association, |fl(sum w_i x_i) - sum w_i x_i| <= gamma_n * sum |w_i x_i| with
-// gamma_n = n u / (1 - n u), u = 2^-24 (Higham, Accuracy and Stability, 3.1); we allow n = cols + 2.
+// gamma_n = n u / (1 - n u), u = 2^-24 (Higham, Accuracy and Stability, 3.1); we allow n = cols + 2. Integer
+// kernels sum each block exactly; their error is the rounding of a few float products per block (d_w * d_x, the
+// conversion of the block sum, the min term) and of the float sum over blocks, plus the reference's own float
+// rounding when it dequantizes a weight (at most 2 roundings of terms no larger than the weight's scale times
+// its code and min): all within the same gamma_n bound for n = cols + 2 >= 4 * (blocks + 2).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +26,7 @@
 #include "quant/dequant_ref.h"
 #include "quant/fp16.h"
 #include "quant/ggml_type.h"
+#include "quant/kernels/int8_kernels.h"
 #include "quant/kernels/matmul_kernels.h"
 #include "quant/matmul.h"
 #include "util/thread_pool.h"
@@ -84,15 +93,19 @@ struct Case {
   int64_t rows, cols, n_tok;
 };
 
-// Checks kernels::matmul_rows on one case against the double-precision reference; returns false on failure.
-void check_case(const Case& c, std::mt19937& rng, const char* target) {
+// Checks matmul() (one thread) on one case against the double-precision reference.
+void check_case(const Case& c, ActivationRounding rounding, std::mt19937& rng, const char* target) {
   const std::vector<uint8_t> w = random_matrix(c.type, c.rows, c.cols, rng);
   const size_t rb = row_bytes(c.type, c.cols);
   std::vector<float> x(static_cast<size_t>(c.n_tok * c.cols));  // [n_tok, cols]
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (auto& v : x) v = normal(rng);
   std::vector<float> y(static_cast<size_t>(c.n_tok * c.rows), NAN);  // [n_tok, rows]
-  kernels::matmul_rows(c.type, w.data(), rb, c.cols, x.data(), c.n_tok, y.data(), c.rows, 0, c.rows);
+  MatmulScratch scratch(c.cols, c.n_tok, rounding);
+  matmul(WeightView{c.type, w.data(), c.rows, c.cols, rb}, x.data(), y.data(), c.n_tok, scratch);
+  if (rounding == ActivationRounding::match_ggml) {
+    for (int64_t t = 0; t < c.n_tok; ++t) round_activations_like_ggml(c.type, x.data() + t * c.cols, c.cols);
+  }
 
   std::vector<float> wrow(static_cast<size_t>(c.cols));  // [cols]
   const double u = std::ldexp(1.0, -24);
@@ -109,7 +122,8 @@ void check_case(const Case& c, std::mt19937& rng, const char* target) {
       }
       const double got = y[static_cast<size_t>(t * c.rows + r)];
       ASSERT_LE(std::fabs(got - ref), gamma * abs_sum)
-          << type_name(c.type) << " target " << target << " rows " << c.rows << " cols " << c.cols << " n_tok "
+          << type_name(c.type) << " target " << target
+          << (rounding == ActivationRounding::exact ? " exact" : " match_ggml") << " rows " << c.rows << " cols " << c.cols << " n_tok "
           << c.n_tok << " at r " << r << " t " << t << ": got " << got << " want " << ref;
     }
   }
@@ -133,10 +147,12 @@ TEST(MatmulKernels, MatchReferenceOnEveryTarget) {
       for (int64_t cols : col_sizes) {
         for (int64_t rows : {1, 7, 64}) {
           for (int64_t n_tok : {1, 3, 8}) {
-            check_case({t, rows, cols, n_tok}, rng, name);
-            if (HasFatalFailure()) {
-              hwy::SetSupportedTargetsForTest(0);
-              return;
+            for (ActivationRounding rounding : {ActivationRounding::exact, ActivationRounding::match_ggml}) {
+              check_case({t, rows, cols, n_tok}, rounding, rng, name);
+              if (HasFatalFailure()) {
+                hwy::SetSupportedTargetsForTest(0);
+                return;
+              }
             }
           }
         }
@@ -158,12 +174,13 @@ TEST(MatmulKernels, ThreadsGiveIdenticalResults) {
       std::vector<float> x(static_cast<size_t>(n_tok * cols));
       std::normal_distribution<float> normal(0.0f, 1.0f);
       for (auto& v : x) v = normal(rng);
-      MatmulScratch one(cols, n_tok, ActivationRounding::exact);
+      for (ActivationRounding rounding : {ActivationRounding::exact, ActivationRounding::match_ggml}) {
+      MatmulScratch one(cols, n_tok, rounding);
       std::vector<float> y1(static_cast<size_t>(n_tok * rows));
       matmul(w, x.data(), y1.data(), n_tok, one);
       for (int threads : {2, 3}) {
         util::ThreadPool pool(threads);
-        MatmulScratch many(cols, n_tok, ActivationRounding::exact);
+        MatmulScratch many(cols, n_tok, rounding);
         many.set_pool(&pool);
         std::vector<float> yn(static_cast<size_t>(n_tok * rows), NAN);
         for (int rep = 0; rep < 3; ++rep) {
@@ -172,8 +189,49 @@ TEST(MatmulKernels, ThreadsGiveIdenticalResults) {
               << type_name(t) << " rows " << rows << " threads " << threads;
         }
       }
+      }
     }
   }
+}
+
+// The 8-bit activation rows the integer kernels read are exactly the reference rounding: code * scale equals
+// round_activations_like_ggml's value, every code is in -127..127, and the sums of 16 are the codes' sums. Also
+// covers an all-zero block and a block whose largest magnitude occurs with both signs (Q8_K keeps the first).
+TEST(MatmulKernels, ActivationQuantizationMatchesReferenceRounding) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t target : kernels::compiled_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+      const kernels::Q8Format f = kernels::q8_format(t);
+      const int64_t cols = 1024, n_tok = 3;
+      std::vector<float> x(static_cast<size_t>(n_tok * cols));
+      for (auto& v : x) v = normal(rng) * 3.0f;
+      std::fill(x.begin(), x.begin() + 256, 0.0f);   // token 0: first block(s) all zero
+      x[300] = -50.0f, x[301] = 50.0f, x[302] = 1.0f;  // token 0: a tie of magnitudes, negative first
+      std::vector<int16_t> q(x.size()), sums(x.size() / 16);
+      std::vector<float> d(x.size() / 32);
+      const kernels::Q8Rows rows{f, cols, q.data(), d.data(), sums.data()};
+      for (int64_t tok = 0; tok < n_tok; ++tok) kernels::quantize_q8_row(x.data(), tok, rows);
+      std::vector<float> want = x;
+      for (int64_t tok = 0; tok < n_tok; ++tok) round_activations_like_ggml(t, want.data() + tok * cols, cols);
+      const int64_t blk = kernels::q8_block(f);
+      for (int64_t tok = 0; tok < n_tok; ++tok) {
+        for (int64_t i = 0; i < cols; ++i) {
+          const size_t k = static_cast<size_t>(tok * cols + i);
+          ASSERT_LE(std::abs(q[k]), 127) << type_name(t) << " " << hwy::TargetName(target);
+          const float got = d[static_cast<size_t>(tok * (cols / blk) + i / blk)] * static_cast<float>(q[k]);
+          ASSERT_EQ(got, want[k]) << type_name(t) << " " << hwy::TargetName(target) << " tok " << tok << " i " << i;
+        }
+        for (int64_t s16 = 0; s16 < cols / 16; ++s16) {
+          int sum = 0;
+          for (int64_t i = 0; i < 16; ++i) sum += q[static_cast<size_t>(tok * cols + 16 * s16 + i)];
+          ASSERT_EQ(sum, sums[static_cast<size_t>(tok * (cols / 16) + s16)]);
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(ThreadPool, RunsEveryIndexOncePerRun) {

@@ -300,3 +300,30 @@ TEST(QuantizeRef, RefusesTypesWithoutAQuantizer) {
 
 }  // namespace
 }  // namespace moetier::quant
+
+namespace moetier::quant {
+namespace {
+
+// The kernels' all-at-once unpacking of the Q4_K / Q5_K 6-bit scales gives get_scale_min_k4's values, for every
+// bit of the 12 packed bytes (each byte set to each value in turn, over random backgrounds).
+TEST(KQuantScales, UnpackAllMatchesPerSubBlock) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int pos = 0; pos < 12; ++pos) {
+    for (int v = 0; v < 256; ++v) {
+      uint8_t q[12];
+      for (auto& b : q) b = static_cast<uint8_t>(byte(rng));
+      q[pos] = static_cast<uint8_t>(v);
+      uint8_t scale[8], min[8];
+      detail::unpack_scale_min_k4(q, scale, min);
+      for (int j = 0; j < 8; ++j) {
+        const detail::ScaleMin sm = detail::get_scale_min_k4(j, q);
+        ASSERT_EQ(scale[j], sm.scale) << "byte " << pos << " = " << v << ", sub-block " << j;
+        ASSERT_EQ(min[j], sm.min) << "byte " << pos << " = " << v << ", sub-block " << j;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moetier::quant

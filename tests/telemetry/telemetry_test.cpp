@@ -94,6 +94,7 @@ TEST(MetricsCsv, PreambleHeaderRowsAndSummaryAgree) {
   EXPECT_NE(lines[i].find("wall_ms"), std::string::npos);
   EXPECT_NE(lines[i].find("read_bytes"), std::string::npos);
   EXPECT_NE(lines[i].find("cache_hit_pct"), std::string::npos);
+  EXPECT_NE(lines[i].find(",swaps,swap_bytes"), std::string::npos);
   EXPECT_NE(slurp(csv).find("one row with phase=prefill"), std::string::npos);
   const size_t n_cols = fields(lines[i]).size();
   // Every row numeric (phase aside); then one summary line, last.
@@ -133,6 +134,8 @@ TEST(MetricsCsv, PreambleHeaderRowsAndSummaryAgree) {
     EXPECT_LE(row.hit_pct, 100.0);
     EXPECT_GE(row.cache_resident_mib, 0.0);
     EXPECT_LE(row.cache_resident_mib, 1.0 + 1e-9);  // within the 1 MiB budget
+    EXPECT_EQ(row.swaps, -1);  // lru has no adaptive tier
+    EXPECT_EQ(row.swap_bytes, -1);
   }
   EXPECT_EQ(m.rows[0].steps, 21);  // the oracle prompt's tokens
   EXPECT_GT(bytes, 0u);
@@ -147,6 +150,9 @@ TEST(MetricsCsv, PreambleHeaderRowsAndSummaryAgree) {
   EXPECT_NEAR(std::stod(m.summary_value("hit_pct")),
               100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses), 1e-3);
   EXPECT_GT(std::stod(m.summary_value("peak_rss_mib")), 0.0);
+  EXPECT_EQ(m.summary_value("swaps"), "-1");
+  EXPECT_EQ(m.summary_value("swap_bytes"), "-1");
+  EXPECT_EQ(r.output.find("adaptive tier:"), std::string::npos) << r.output;
 
   // The stdout summary: after the text and a blank line, with the steady window and the time split.
   EXPECT_NE(r.output.find("\n\nprefill: 21 tokens"), std::string::npos) << r.output;
@@ -174,9 +180,48 @@ TEST(MetricsCsv, ResidentReadsNothingAndHasNoHitRate) {
     EXPECT_EQ(row.hit_pct, -1.0);
     EXPECT_EQ(row.cache_resident_mib, -1.0);
     EXPECT_GE(row.compute_ms, 0.0);
+    EXPECT_EQ(row.swaps, -1);
+    EXPECT_EQ(row.swap_bytes, -1);
   }
   EXPECT_EQ(m.summary_value("hit_pct"), "-1.0000");
+  EXPECT_EQ(m.summary_value("swaps"), "-1");
   EXPECT_NE(r.output.find("experts: resident (no reads, no cache)"), std::string::npos) << r.output;
+}
+
+// The adaptive tier's background swap-ins: through a cache of about a third of the experts the swap passes move
+// experts in, and every step's swaps and swap bytes are in its row (0 in a step where none landed), summed in the
+// summary and told in the stdout summary. Swap reads are part of the step's read_bytes.
+TEST(MetricsCsv, AdaptiveRunRecordsSwaps) {
+  const auto csv = tmp("adaptive.csv");
+  const auto r = run("--experts stream --cache-mb 3 --cache-policy adaptive --csv '" + csv + "'", 32);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto text = slurp(csv);
+  EXPECT_NE(text.find("# config policy=adaptive"), std::string::npos);
+  EXPECT_NE(text.find("# note swaps:"), std::string::npos);  // documents the columns
+  const auto m = telemetry::read_metrics(csv);
+  ASSERT_EQ(m.rows.size(), 32u);
+  int64_t swaps = 0, swap_bytes = 0;
+  for (const auto& row : m.rows) {
+    EXPECT_GE(row.swaps, 0);
+    EXPECT_GE(row.swap_bytes, 0);
+    EXPECT_LE(static_cast<uint64_t>(row.swap_bytes), row.read_bytes);
+    if (row.prefill) EXPECT_EQ(row.swaps, 0);  // swap passes run after decode steps only
+    swaps += row.swaps;
+    swap_bytes += row.swap_bytes;
+  }
+  EXPECT_GT(swaps, 0);
+  EXPECT_GT(swap_bytes, 0);
+  EXPECT_EQ(m.summary_value("swaps"), std::to_string(swaps));
+  EXPECT_EQ(m.summary_value("swap_bytes"), std::to_string(swap_bytes));
+  EXPECT_NE(r.output.find("adaptive tier: " + std::to_string(swaps) + " background swap-ins landed"),
+            std::string::npos)
+      << r.output;
+  // The report shows them.
+  const auto html_path = tmp("adaptive.html");
+  const auto rep = test::run_cli("report '" + csv + "' -o '" + html_path + "'");
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  EXPECT_NE(slurp(html_path).find("background swap-ins, MiB swapped in</td><td>" + std::to_string(swaps) + ", "),
+            std::string::npos);
 }
 
 TEST(MetricsCsv, SteadyWindowRule) {
@@ -369,9 +414,55 @@ TEST(Report, BadInputNamesTheFile) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find(bad), std::string::npos) << r.output;
   EXPECT_THROW(telemetry::parse_metrics("# moetier_metrics v1\n" + std::string(telemetry::kColumns) +
-                                            "\n0,1,decode,x,0,0,0,0,0,0,0,0,0,0,0,0,0,0\n",
+                                            "\n0,1,decode,x,0,0,0,0,0,0,0,0,0,0,0,0,0,0,-1,-1\n",
                                         "m.csv"),
                Error);
+  // A row with fewer fields than the header, and a header without a column the report needs.
+  EXPECT_THROW(telemetry::parse_metrics("# moetier_metrics v1\n" + std::string(telemetry::kColumns) +
+                                            "\n0,1,decode,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0\n",
+                                        "m.csv"),
+               Error);
+  try {
+    telemetry::parse_metrics("# moetier_metrics v1\nstep,steps,phase\n0,1,decode\n", "m.csv");
+    ADD_FAILURE() << "a header without wall_ms parsed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("wall_ms"), std::string::npos) << e.what();
+  }
+}
+
+// Columns are read by name: a file written before the swap columns existed reads them as -1, and columns in
+// another order (or unknown ones) read the same values.
+TEST(Report, ColumnsAreFoundByName) {
+  const std::string v1 =
+      "step,steps,phase,wall_ms,compute_ms,io_ms,read_bytes,cache_hit_pct,stall_ms,mgmt_ms,majflt,cpu_ms,rss_mib,"
+      "cache_resident_mib,hits,misses,evictions,reread_bytes";
+  const auto old = telemetry::parse_metrics(
+      "# moetier_metrics v1\n" + v1 + "\n0,5,prefill,10,9,1,4096,50,0.5,0.1,0,12,100,2,3,3,1,0\n"
+      "1,1,decode,2,2,0,0,60,0,0.1,0,2,100,2,4,0,0,0\n",
+      "old.csv");
+  ASSERT_EQ(old.rows.size(), 2u);
+  EXPECT_EQ(old.rows[0].read_bytes, 4096u);
+  EXPECT_EQ(old.rows[1].hits, 4u);
+  EXPECT_EQ(old.rows[0].swaps, -1);
+  EXPECT_EQ(old.rows[1].swap_bytes, -1);
+  EXPECT_EQ(old.summary_value("swaps"), "-1");  // no summary line: derived from the rows
+  EXPECT_NE(telemetry::render_report(old, nullptr).find("n/a (no adaptive tier)"), std::string::npos);
+
+  const auto shuffled = telemetry::parse_metrics(
+      "# moetier_metrics v1\nswap_bytes,future_column,phase,step,steps,wall_ms,compute_ms,io_ms,read_bytes,"
+      "cache_hit_pct,stall_ms,mgmt_ms,majflt,cpu_ms,rss_mib,cache_resident_mib,hits,misses,evictions,reread_bytes,"
+      "swaps\n8192,7,decode,3,1,2.5,2,0,12288,40,0,0,0,2,100,2,1,1,1,0,2\n",
+      "new.csv");
+  ASSERT_EQ(shuffled.rows.size(), 1u);
+  const auto& row = shuffled.rows[0];
+  EXPECT_FALSE(row.prefill);
+  EXPECT_EQ(row.step, 3);
+  EXPECT_DOUBLE_EQ(row.wall_ms, 2.5);
+  EXPECT_EQ(row.read_bytes, 12288u);
+  EXPECT_EQ(row.swaps, 2);
+  EXPECT_EQ(row.swap_bytes, 8192);
+  EXPECT_EQ(shuffled.summary_value("swaps"), "2");
+  EXPECT_EQ(shuffled.summary_value("swap_bytes"), "8192");
 }
 
 }  // namespace

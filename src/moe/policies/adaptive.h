@@ -29,6 +29,7 @@ class AdaptivePolicy : public LruPolicy {
  public:
   AdaptivePolicy(CacheConfig config, std::string name);
   std::string_view name() const override { return name_; }
+  bool plans_swaps() const override { return true; }
 
  protected:
   void on_hit(int32_t idx, int32_t pos, Phase phase) override;

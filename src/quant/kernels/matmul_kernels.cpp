@@ -20,6 +20,7 @@
 #include "quant/blocks.h"
 #include "quant/e8m0.h"
 #include "quant/fp16.h"
+#include "quant/kernels/block_bytes-inl.h"
 #include "quant/kernels/matmul_kernels.h"
 #include "quant/kquant_scales.h"
 
@@ -44,12 +45,6 @@ HWY_INLINE VF SetF(float v) { return hn::Set(DF(), v); }
 HWY_INLINE VI SetI(int32_t v) { return hn::Set(DI(), v); }
 HWY_INLINE void StoreF(VF v, float* p) { hn::Store(v, DF(), p); }
 
-HWY_INLINE uint16_t Load16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);  // blocks sit at any byte offset (e.g. 17-byte MXFP4 blocks)
-  return v;
-}
-HWY_INLINE float Fp16At(const uint8_t* p) { return fp16_to_fp32(Load16(p)); }
 
 // Each decoder: kQK elements per block of kBytes bytes; Decode(block, buf) returns the kQK floats (in buf, or
 // in place for F32). kAnyCols types also accept rows that are not whole blocks: Scalar(row, c) gives element c.
@@ -168,25 +163,6 @@ struct DecQ5Legacy {
     return buf;
   }
 };
-
-// 16 table levels selected by the nibbles of 16 bytes (Q4_0 order) into 32 int8 codes, with a byte shuffle
-// (pshufb on x86). Whole 16-byte stores: the widening loads that follow read inside one store, so store-to-load
-// forwarding works (byte-wise scalar stores made those loads stall, ~4x slower).
-HWY_INLINE void LookupNibbles(const int8_t (&table)[16], const uint8_t* qs, int8_t* HWY_RESTRICT out) {
-#if HWY_TARGET == HWY_SCALAR  // no 128-bit vectors
-  for (int j = 0; j < 16; ++j) {
-    out[j] = table[qs[j] & 0xf];
-    out[j + 16] = table[qs[j] >> 4];
-  }
-#else
-  const hn::Full128<int8_t> d8;
-  const hn::Full128<uint8_t> du8;
-  const auto tbl = hn::LoadU(d8, table);
-  const auto v = hn::LoadU(du8, qs);
-  hn::StoreU(hn::TableLookupBytes(tbl, hn::BitCast(d8, hn::And(v, hn::Set(du8, uint8_t{0xf})))), d8, out);
-  hn::StoreU(hn::TableLookupBytes(tbl, hn::BitCast(d8, hn::ShiftRight<4>(v))), d8, out + 16);
-#endif
-}
 
 struct DecIQ4_NL {
   static constexpr int kQK = quant::kQK;

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# End-to-end speed benchmark (see bench/README.md): decode and prefill tok/s of models whose experts are resident
+# (mapped, page cache warm), next to the bound that this machine's read bandwidth sets on decode.
+#
+#   bench/speed_bench.sh [MODEL.gguf ...]
+#     MODEL     default (or MODELS="a.gguf b.gguf"): build/bench/qwen3-30b-a3b-Q4_K_M.gguf and
+#               build/bench/gpt-oss-20b-MXFP4.gguf, written with `moetier synth` if missing (~17 GB and ~12 GB)
+#   env: BIN (build/release) the build holding moetier and bench/bench_matvec, RUNS (3) runs per measurement,
+#        TOKENS (64) decode tokens per run, THREADS (2) compute threads (-t), PREFILL ("128 512") prompt lengths in
+#        tokens, OUT (build/bench/speed) where the per-run metrics CSVs and logs go
+#
+# Per model, RUNS runs of `moetier run --experts resident -t THREADS` for every prompt length of PREFILL: a prompt
+# of exactly that many token ids (--tokens; pseudo-random ids, fixed per length, run as one prefill in batches of
+# -b 512), then TOKENS decode tokens (greedy). The file is read once first so the page cache is warm. Figures come
+# from each run's metrics CSV (`# summary` line): prefill tok/s = prefill_tokens / prefill_ms, decode tok/s =
+# decode_tokens / decode_ms (forward passes only); each is the median over its runs, decode over the runs of the
+# first PREFILL length.
+#
+# Decode is memory-bound: every token reads the dense weights (all but token_embd, a row lookup; output.weight
+# included) and n_expert_used experts per MoE layer (`moetier inspect --json`: decode_read_per_token.bytes). The
+# machine's read bandwidth at the same thread count (bench_matvec's ReadBandwidth, median of RUNS repetitions,
+# measured before each model's runs) over those bytes is the decode bound; the table gives decode as a % of it.
+#
+# Prints one markdown table: model, threads, MiB read per token, read GB/s, bound tok/s, decode tok/s, % of the
+# bound, and prefill tok/s per prompt length.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bindir=${BIN:-build/release}
+bin=$bindir/moetier
+bench=$bindir/bench/bench_matvec
+[ -x "$bench" ] || bench=$bindir/bench_matvec
+[ -x "$bin" ] || { echo "speed_bench: no $bin: build first (cmake --preset release && cmake --build --preset release)" >&2; exit 1; }
+[ -x "$bench" ] || { echo "speed_bench: no bench_matvec under $bindir (needs Google Benchmark: scripts/setup-deps.sh)" >&2; exit 1; }
+command -v jq > /dev/null || { echo "speed_bench: needs jq (scripts/setup-deps.sh installs it)" >&2; exit 1; }
+runs=${RUNS:-3}; tokens=${TOKENS:-64}; threads=${THREADS:-2}; prefill=${PREFILL:-"128 512"}
+out=${OUT:-build/bench/speed}; mkdir -p "$out"
+read -r -a lengths <<< "$prefill"
+[ "${#lengths[@]}" -gt 0 ] || { echo "speed_bench: PREFILL is empty" >&2; exit 1; }
+
+default_qwen=build/bench/qwen3-30b-a3b-Q4_K_M.gguf
+default_gptoss=build/bench/gpt-oss-20b-MXFP4.gguf
+if [ $# -gt 0 ]; then
+  models=("$@")
+elif [ -n "${MODELS:-}" ]; then
+  read -r -a models <<< "$MODELS"
+else
+  models=("$default_qwen" "$default_gptoss")
+fi
+for m in "${models[@]}"; do
+  [ -f "$m" ] && continue
+  case $m in
+    "$default_qwen") preset=qwen3-30b-a3b; type=Q4_K_M ;;
+    "$default_gptoss") preset=gpt-oss-20b; type=MXFP4 ;;  # MXFP4 experts, Q8_0 attention and embeddings
+    *) echo "speed_bench: no model $m" >&2; exit 1 ;;
+  esac
+  mkdir -p "$(dirname "$m")"
+  "$bin" synth --preset "$preset" --type "$type" -o "$m"
+done
+
+# median of the numbers on stdin (one per line); "-" when there are none
+median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
+                                            else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+# tok/s of PHASE (prefill or decode) from the `# summary` line of each CSV given, one per line
+rates() {
+  local phase=$1; shift
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    { grep '^# summary' "$f" || true; } | tr ' ' '\n' |
+      awk -F= -v p="$phase" '$1 == p "_tokens" {n = $2} $1 == p "_ms" {ms = $2} END {if (ms > 0) print n * 1000 / ms}'
+  done
+}
+# N pseudo-random token ids in [0, VOCAB) as a JSON list (the same for the same N)
+prompt_ids() {
+  awk -v n="$1" -v v="$2" 'BEGIN {s = 12345 + n; printf "["; for (i = 0; i < n; ++i) {
+    s = (s * 1103515245 + 12345) % 2147483648; printf "%s%d", (i ? "," : ""), int(s / 2147483648 * v) } print "]" }'
+}
+# this machine's read bandwidth at $threads threads, bytes/s (median of $runs repetitions)
+read_bandwidth() {
+  MOETIER_BENCH_THREADS=$threads "$bench" --benchmark_filter="^ReadBandwidth/1GiB/$threads/real_time\$" \
+    --benchmark_repetitions="$runs" --benchmark_min_time=0.2 --benchmark_format=json 2> /dev/null |
+    jq -r '[.benchmarks[] | select(.run_type == "iteration") | .weights] | sort |
+           if length == 0 then "-" elif length % 2 == 1 then .[length / 2 | floor]
+           else (.[length / 2 - 1] + .[length / 2]) / 2 end'
+}
+
+rows=()
+for m in "${models[@]}"; do
+  name=$(basename "$m" .gguf)
+  info=$("$bin" inspect "$m" --json)
+  bytes=$(jq -r '.decode_read_per_token.bytes' <<< "$info")
+  vocab=$(jq -r '.tokenizer.n_vocab // empty' <<< "$info")
+  if [ -z "$vocab" ] || [ "$vocab" -le 0 ]; then echo "speed_bench: $m has no vocabulary" >&2; exit 1; fi
+  cat "$m" > /dev/null  # warm the page cache: resident runs read the mapping
+  bw=$(read_bandwidth)
+  for n in "${lengths[@]}"; do
+    prompt_ids "$n" "$vocab" > "$out/$name.prompt-$n.json"
+    for r in $(seq 1 "$runs"); do
+      csv=$out/$name.p$n.$r.csv; rm -f "$csv"
+      "$bin" run -m "$m" --tokens "$out/$name.prompt-$n.json" -n $((tokens + 1)) --temp 0 --experts resident \
+        -t "$threads" -c $((n + tokens + 16)) --csv "$csv" > "$out/$name.p$n.$r.log" 2>&1 ||
+        echo "speed_bench: $name, prompt $n, run $r failed: see $out/$name.p$n.$r.log" >&2
+    done
+  done
+  decode=$(rates decode "$out/$name.p${lengths[0]}".*.csv | median)
+  prefills=""
+  for n in "${lengths[@]}"; do prefills+=" | $(rates prefill "$out/$name.p$n".*.csv | median | awk '{v = $1; if (v == "-") print v; else printf "%.1f", v}')"; done
+  rows+=("$(awk -v name="$name" -v t="$threads" -v b="$bytes" -v bw="$bw" -v d="$decode" -v pf="$prefills" 'BEGIN {
+    bound = (bw != "-" && b > 0) ? bw / b : 0
+    gbs = "-"; bnd = "-"; dec = "-"; pct = "-"
+    if (bw != "-") gbs = sprintf("%.2f", bw / 1e9)
+    if (bound > 0) bnd = sprintf("%.2f", bound)
+    if (d != "-") dec = sprintf("%.2f", d)
+    if (d != "-" && bound > 0) pct = sprintf("%.0f%%", 100 * d / bound)
+    printf "| %s | %d | %.1f | %s | %s | %s | %s%s |", name, t, b / 1048576, gbs, bnd, dec, pct, pf }')")
+done
+
+echo "experts resident (mapped, page cache warm), -t $threads; decode: median of $runs runs of $tokens tokens after a" \
+     "${lengths[0]}-token prompt; prefill: median of $runs runs per prompt length; read bandwidth: bench_matvec" \
+     "ReadBandwidth at $threads threads"
+echo
+header="| model | threads | MiB read / token | read GB/s | bound tok/s | decode tok/s | % of bound"
+sep="| --- | --- | --- | --- | --- | --- | ---"
+for n in "${lengths[@]}"; do header+=" | prefill tok/s ($n)"; sep+=" | ---"; done
+echo "$header |"
+echo "$sep |"
+printf '%s\n' "${rows[@]}"

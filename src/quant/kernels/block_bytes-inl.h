@@ -1,0 +1,63 @@
+// Per-target helpers shared by the float kernels (matmul_kernels.cpp) and the integer kernels (int8_kernels.cpp):
+// reading the fp16 scale fields of a block and looking 4-bit codes up in a 16-entry table. Included once per
+// Highway target, inside each kernel file's HWY_NAMESPACE (the usual "-inl.h" include-guard toggle).
+#if defined(MOETIER_QUANT_KERNELS_BLOCK_BYTES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MOETIER_QUANT_KERNELS_BLOCK_BYTES_INL_H_
+#undef MOETIER_QUANT_KERNELS_BLOCK_BYTES_INL_H_
+#else
+#define MOETIER_QUANT_KERNELS_BLOCK_BYTES_INL_H_
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "quant/fp16.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moetier::quant::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+HWY_INLINE uint16_t Load16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);  // blocks sit at any byte offset (e.g. 17-byte MXFP4 blocks)
+  return v;
+}
+// The binary16 at p as float: the CPU's conversion instruction where the target has one (F16C on AVX2 and up,
+// NEON), else quant/fp16.h's. Both are exact (every binary16 is a float).
+HWY_INLINE float Fp16At(const uint8_t* p) {
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SSE4
+  return fp16_to_fp32(Load16(p));
+#else
+  const hn::CappedTag<float, 1> df1;
+  const hn::Rebind<hwy::float16_t, decltype(df1)> dh1;
+  return hn::GetLane(hn::PromoteTo(df1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
+#endif
+}
+
+// 16 table levels selected by the nibbles of 16 bytes (Q4_0 order: element j < 16 is the low nibble of qs[j],
+// element j + 16 the high nibble) into 32 int8 codes, with a byte shuffle (pshufb on x86). Whole 16-byte
+// stores: the wider loads that follow read inside one store, so store-to-load forwarding works (byte-wise
+// scalar stores made those loads stall, ~4x slower).
+HWY_INLINE void LookupNibbles(const int8_t (&table)[16], const uint8_t* qs, int8_t* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_SCALAR  // no 128-bit vectors
+  for (int j = 0; j < 16; ++j) {
+    out[j] = table[qs[j] & 0xf];
+    out[j + 16] = table[qs[j] >> 4];
+  }
+#else
+  const hn::Full128<int8_t> d8;
+  const hn::Full128<uint8_t> du8;
+  const auto tbl = hn::LoadU(d8, table);
+  const auto v = hn::LoadU(du8, qs);
+  hn::StoreU(hn::TableLookupBytes(tbl, hn::BitCast(d8, hn::And(v, hn::Set(du8, uint8_t{0xf})))), d8, out);
+  hn::StoreU(hn::TableLookupBytes(tbl, hn::BitCast(d8, hn::ShiftRight<4>(v))), d8, out + 16);
+#endif
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace moetier::quant::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // MOETIER_QUANT_KERNELS_BLOCK_BYTES_INL_H_

@@ -1,0 +1,52 @@
+// Integer dot-product kernels: activations quantized once per token row to 8 bits, weights decoded to 16-bit
+// integers, products summed exactly in int32 (pmaddwd on x86, smlal on Arm), one float multiply per block.
+// Highway, dispatched at run time to the best target the CPU has, like matmul_kernels.h.
+//
+// The activation formats are the ones ggml pairs with each weight type (its "vec_dot_type", ggml-quants.c /
+// ggml-cpu quants.c), so these kernels compute the function the GGUF reference engines compute:
+//   q8_0: blocks of 32; d = amax / 127 rounded to fp16; q = round-half-even(x * (1 / d)) with the unrounded d
+//         (quantize_row_q8_0 of SIMD CPUs). Paired with Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4 (Q4_1 and Q5_1 use
+//         ggml's Q8_1, whose codes and d are Q8_0's; its block sum is taken from the codes here).
+//   q8_k: blocks of 256; d = max / -127 in float32, max the element of largest magnitude (sign kept, first one);
+//         q = min(127, round-half-even(x * (-127 / max))) (quantize_row_q8_K). Paired with Q2_K..Q6_K, IQ4_XS.
+// The scalar specification is quant::matmul_reference with ActivationRounding::match_ggml (quant/matmul.h):
+// dequantized weights times the dequantized 8-bit activations; tests/quant/kernels_test.cpp bounds the
+// difference (float rounding of the per-block scale products and sums only).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/ggml_type.h"
+
+namespace moetier::quant::kernels {
+
+enum class Q8Format { none, q8_0, q8_k };
+
+// The activation format of weights of type t; none for float weights (F32, F16, BF16) and types without kernels.
+Q8Format q8_format(GgmlType t);
+
+// Elements per activation block: 32 (q8_0) or 256 (q8_k).
+inline int64_t q8_block(Q8Format f) { return f == Q8Format::q8_k ? 256 : 32; }
+
+// Quantized activation rows. Each code is stored widened to int16, so the kernels multiply it in one
+// instruction; `sums` hold the sum of every 16 codes (ggml's Q8_K bsums), which the min terms of Q2_K/Q4_K/Q5_K
+// and the m of Q4_1/Q5_1 multiply. Non-owning (MatmulScratch owns the buffers).
+struct Q8Rows {
+  Q8Format format = Q8Format::none;
+  int64_t cols = 0;
+  int16_t* q = nullptr;     // [n_tok, cols]: codes, -127..127
+  float* d = nullptr;       // [n_tok, cols / q8_block(format)]: the scale of each block
+  int16_t* sums = nullptr;  // [n_tok, cols / 16]: the sum of each 16 consecutive codes
+};
+
+// Quantizes row `tok` of x ([.., cols], cols a multiple of q8_block) into row `tok` of out.
+void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out);
+
+// For r in [r0, r1) and t < n_tok: y[t * y_stride + r] = sum over blocks of (weight block . activation block).
+// w: rows of `row_bytes` bytes of type `type` (a type with q8_format(type) != none); x: n_tok quantized rows of
+// w's cols elements in q8_format(type). Thread-safe (no shared state).
+void matmul_rows_q8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
+                    int64_t y_stride, int64_t r0, int64_t r1);
+
+}  // namespace moetier::quant::kernels
