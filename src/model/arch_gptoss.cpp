@@ -98,7 +98,7 @@ class GptOssModel final : public DecoderModel {
       l.router.bias = bind_.vector(block_tensor(il, "ffn_gate_inp.bias"), a_.n_expert);
     }
     const int64_t B = info().n_batch;
-    attention_ = Attention(ac, B, info().n_ctx);
+    attention_ = Attention(ac, B, info().n_ctx, opts_.threads);
     experts_ = resolve_experts(file, moe::ExpertShape{c.n_layer, a_.n_expert, D, a_.n_ff_exp, true},
                                std::move(experts));
     RouterConfig rc{RouterConfig::Gating::topk_softmax, false, a_.n_expert, a_.n_expert_used};

@@ -86,7 +86,7 @@ class LlamaModel final : public DecoderModel {
       }
     }
     const int64_t B = info().n_batch;
-    attention_ = Attention(ac, B, info().n_ctx);
+    attention_ = Attention(ac, B, info().n_ctx, opts_.threads);
     GluConfig glu;  // SwiGLU
     if (a_.moe) {
       experts_ = resolve_experts(file, moe::ExpertShape{c.n_layer, a_.n_expert, D, a_.n_ff_exp, false},

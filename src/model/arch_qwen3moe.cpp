@@ -77,7 +77,7 @@ class Qwen3MoeModel final : public DecoderModel {
       l.router.gate_inp = bind_.matrix(block_tensor(il, "ffn_gate_inp.weight"), D, a_.n_expert);
     }
     const int64_t B = info().n_batch;
-    attention_ = Attention(ac, B, info().n_ctx);
+    attention_ = Attention(ac, B, info().n_ctx, opts_.threads);
     experts_ = resolve_experts(file, moe::ExpertShape{c.n_layer, a_.n_expert, D, a_.n_ff_exp, false},
                                std::move(experts));
     RouterConfig rc{RouterConfig::Gating::softmax_topk, a_.norm_topk, a_.n_expert, a_.n_expert_used};

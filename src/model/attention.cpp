@@ -6,17 +6,20 @@
 #include <limits>
 
 #include "model/rmsnorm.h"
+#include "util/thread_pool.h"
 
 namespace moetier::model {
 
-Attention::Attention(const AttentionConfig& cfg, int64_t max_tok, int64_t n_ctx)
+Attention::Attention(const AttentionConfig& cfg, int64_t max_tok, int64_t n_ctx, int n_threads)
     : cfg_(cfg),
       rope_(cfg.rope),
       q_(static_cast<size_t>(max_tok * cfg.n_head * cfg.head_dim)),
       k_(static_cast<size_t>(max_tok * cfg.n_head_kv * cfg.head_dim)),
       v_(static_cast<size_t>(max_tok * cfg.n_head_kv * cfg.head_dim)),
       ctx_(static_cast<size_t>(max_tok * cfg.n_head * cfg.head_dim)),
-      scores_(static_cast<size_t>(n_ctx)) {}
+      n_ctx_(n_ctx),
+      n_threads_(n_threads),
+      scores_(static_cast<size_t>(n_ctx * n_threads)) {}
 
 namespace {
 
@@ -52,29 +55,43 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t group = nh / nkv;
-  float* scores = scores_.data();
-  for (int64_t t = 0; t < n_tok; ++t) {
+  // One (token, head) pair: its scores over the visible keys, softmax, and the weighted sum of the values into
+  // its own slice of ctx_. Pairs are independent, so the pool's threads take contiguous ranges of them, each
+  // with its own scores row.
+  const auto head = [&](int64_t t, int64_t h, float* scores) {
     const int64_t p = pos0 + t;
     const int64_t first = w.sliding_window > 0 ? std::max<int64_t>(0, p - w.sliding_window + 1) : 0;
-    for (int64_t h = 0; h < nh; ++h) {
-      const float* qh = q + t * nq + h * hd;
-      const int64_t koff = (h / group) * hd;
-      // Softmax over the visible keys and, when present, the head's sink logit (which has no value row).
-      float mx = w.sinks.empty() ? -std::numeric_limits<float>::infinity() : w.sinks[static_cast<size_t>(h)];
-      for (int64_t j = first; j <= p; ++j) {
-        scores[j] = cache.dot_k(layer, j, koff, qh, hd) * scale;
-        mx = std::max(mx, scores[j]);
-      }
-      double sum = w.sinks.empty() ? 0.0 : std::exp(static_cast<double>(w.sinks[static_cast<size_t>(h)] - mx));
-      for (int64_t j = first; j <= p; ++j) {
-        scores[j] = std::exp(scores[j] - mx);
-        sum += scores[j];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      float* o = ctx_.data() + t * nq + h * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (int64_t j = first; j <= p; ++j) cache.axpy_v(layer, j, koff, scores[j] * inv, o, hd);
+    const float* qh = q + t * nq + h * hd;
+    const int64_t koff = (h / group) * hd;
+    // Softmax over the visible keys and, when present, the head's sink logit (which has no value row).
+    float mx = w.sinks.empty() ? -std::numeric_limits<float>::infinity() : w.sinks[static_cast<size_t>(h)];
+    for (int64_t j = first; j <= p; ++j) {
+      scores[j] = cache.dot_k(layer, j, koff, qh, hd) * scale;
+      mx = std::max(mx, scores[j]);
     }
+    double sum = w.sinks.empty() ? 0.0 : std::exp(static_cast<double>(w.sinks[static_cast<size_t>(h)] - mx));
+    for (int64_t j = first; j <= p; ++j) {
+      scores[j] = std::exp(scores[j] - mx);
+      sum += scores[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    float* o = ctx_.data() + t * nq + h * hd;
+    std::fill(o, o + hd, 0.0f);
+    for (int64_t j = first; j <= p; ++j) cache.axpy_v(layer, j, koff, scores[j] * inv, o, hd);
+  };
+  const int64_t n_pairs = n_tok * nh;
+  util::ThreadPool* pool = mm.pool();
+  const int n_threads = pool != nullptr ? std::min(pool->size(), n_threads_) : 1;
+  const auto range = [&](int i) {
+    float* scores = scores_.data() + static_cast<int64_t>(i) * n_ctx_;
+    for (int64_t pr = n_pairs * i / n_threads; pr < n_pairs * (i + 1) / n_threads; ++pr) head(pr / nh, pr % nh, scores);
+  };
+  if (n_threads == 1) {
+    range(0);
+  } else {
+    pool->run([&](int i) {
+      if (i < n_threads) range(i);
+    });
   }
   quant::matmul(w.wo, ctx_.data(), out, n_tok, mm);
   add_bias(out, w.bo, n_tok, cfg_.n_embd);

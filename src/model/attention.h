@@ -43,7 +43,8 @@ struct AttentionWeights {
 class Attention {
  public:
   Attention() = default;
-  Attention(const AttentionConfig& cfg, int64_t max_tok, int64_t n_ctx);
+  // n_threads: the most threads forward() may use for the heads (the model's pool size; one scores row each).
+  Attention(const AttentionConfig& cfg, int64_t max_tok, int64_t n_ctx, int n_threads);
 
   // out[n_tok, n_embd] = attention of the normalised input x[n_tok, n_embd] for tokens at pos0..pos0+n_tok-1,
   // whose keys/values are first stored into `cache` layer `layer`. Token t sees cache positions <= pos0 + t.
@@ -59,7 +60,9 @@ class Attention {
   std::vector<float> k_;       // [max_tok, n_head_kv * head_dim]
   std::vector<float> v_;       // [max_tok, n_head_kv * head_dim]
   std::vector<float> ctx_;     // [max_tok, n_head * head_dim]: attention output before wo
-  std::vector<float> scores_;  // [n_ctx]
+  int64_t n_ctx_ = 0;
+  int n_threads_ = 1;
+  std::vector<float> scores_;  // [n_threads, n_ctx]: one row of attention scores per thread
 };
 
 }  // namespace moetier::model

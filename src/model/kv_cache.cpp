@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include "quant/fp16.h"
+#include "quant/kernels/vec_kernels.h"
 
 namespace moetier::model {
 
@@ -36,25 +37,13 @@ void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) 
 }
 
 float KvCache::dot_k(int64_t layer, int64_t pos, int64_t off, const float* q, int64_t n) const {
-  float s = 0.0f;
-  if (type_ == KvType::f16) {
-    const uint16_t* k = &f16_[index(layer, pos, off, 0)];
-    for (int64_t i = 0; i < n; ++i) s += q[i] * quant::fp16_to_fp32(k[i]);
-  } else {
-    const float* k = &f32_[index(layer, pos, off, 0)];
-    for (int64_t i = 0; i < n; ++i) s += q[i] * k[i];
-  }
-  return s;
+  if (type_ == KvType::f16) return quant::kernels::dot_f16(q, &f16_[index(layer, pos, off, 0)], n);
+  return quant::kernels::dot_f32(q, &f32_[index(layer, pos, off, 0)], n);
 }
 
 void KvCache::axpy_v(int64_t layer, int64_t pos, int64_t off, float a, float* acc, int64_t n) const {
-  if (type_ == KvType::f16) {
-    const uint16_t* v = &f16_[index(layer, pos, off, 1)];
-    for (int64_t i = 0; i < n; ++i) acc[i] += a * quant::fp16_to_fp32(v[i]);
-  } else {
-    const float* v = &f32_[index(layer, pos, off, 1)];
-    for (int64_t i = 0; i < n; ++i) acc[i] += a * v[i];
-  }
+  if (type_ == KvType::f16) return quant::kernels::axpy_f16(a, &f16_[index(layer, pos, off, 1)], acc, n);
+  quant::kernels::axpy_f32(a, &f32_[index(layer, pos, off, 1)], acc, n);
 }
 
 }  // namespace moetier::model

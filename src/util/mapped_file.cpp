@@ -1,5 +1,7 @@
 #include "util/mapped_file.h"
 
+#include <chrono>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -62,6 +64,22 @@ void MappedFile::reset() noexcept {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
   data_ = nullptr;
   size_ = 0;
+}
+
+double prefault_pages(const uint8_t* begin, uint64_t bytes) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (bytes == 0) return 0.0;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = reinterpret_cast<uintptr_t>(begin) / page * page;
+  const uintptr_t e = reinterpret_cast<uintptr_t>(begin) + bytes;
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14 uapi value; older headers lack it, older kernels answer EINVAL
+#endif
+  if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_READ) != 0) {
+    volatile uint8_t sink = 0;  // keeps the page reads
+    for (uintptr_t p = b; p < e; p += page) sink = sink + *reinterpret_cast<const volatile uint8_t*>(p);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace moetier

@@ -28,6 +28,7 @@
 #include "quant/ggml_type.h"
 #include "quant/kernels/int8_kernels.h"
 #include "quant/kernels/matmul_kernels.h"
+#include "quant/kernels/vec_kernels.h"
 #include "quant/matmul.h"
 #include "util/thread_pool.h"
 
@@ -242,6 +243,53 @@ TEST(ThreadPool, RunsEveryIndexOncePerRun) {
     for (int rep = 0; rep < 1000; ++rep) pool.run([&](int i) { ++hits[static_cast<size_t>(i)]; });
     for (int i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)], 1000) << i;
   }
+}
+
+}  // namespace
+}  // namespace moetier::quant
+
+namespace moetier::quant {
+namespace {
+
+// The attention vector kernels against double-precision sums, on every target, for lengths around the vector
+// widths (head dims are 64..256; odd lengths cover the scalar tails). Bound: gamma_n as at the top of this file.
+TEST(VecKernels, MatchReferenceOnEveryTarget) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const double u = std::ldexp(1.0, -24);
+  for (int64_t target : kernels::compiled_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (int64_t n : {1, 7, 16, 33, 64, 128, 257}) {
+      std::vector<float> q(static_cast<size_t>(n)), k32(static_cast<size_t>(n)), acc(static_cast<size_t>(n));
+      std::vector<uint16_t> k16(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        q[static_cast<size_t>(i)] = normal(rng);
+        k16[static_cast<size_t>(i)] = fp32_to_fp16(normal(rng));
+        k32[static_cast<size_t>(i)] = fp16_to_fp32(k16[static_cast<size_t>(i)]);
+        acc[static_cast<size_t>(i)] = normal(rng);
+      }
+      double ref = 0.0, abs_sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        ref += static_cast<double>(q[static_cast<size_t>(i)]) * k32[static_cast<size_t>(i)];
+        abs_sum += std::fabs(static_cast<double>(q[static_cast<size_t>(i)]) * k32[static_cast<size_t>(i)]);
+      }
+      const double gamma = static_cast<double>(n + 2) * u / (1.0 - static_cast<double>(n + 2) * u);
+      EXPECT_LE(std::fabs(kernels::dot_f16(q.data(), k16.data(), n) - ref), gamma * abs_sum) << n;
+      EXPECT_LE(std::fabs(kernels::dot_f32(q.data(), k32.data(), n) - ref), gamma * abs_sum) << n;
+      // axpy: one multiply-add per element, fused or not: within 2 roundings of the exact value.
+      std::vector<float> a16 = acc, a32 = acc;
+      kernels::axpy_f16(0.37f, k16.data(), a16.data(), n);
+      kernels::axpy_f32(0.37f, k32.data(), a32.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t s = static_cast<size_t>(i);
+        const double want = static_cast<double>(acc[s]) + static_cast<double>(0.37f) * static_cast<double>(k32[s]);
+        const double tol = 2 * u * (std::fabs(static_cast<double>(acc[s])) + std::fabs(0.37 * k32[s]));
+        EXPECT_LE(std::fabs(a16[s] - want), tol) << n << " " << i << " " << hwy::TargetName(target);
+        EXPECT_LE(std::fabs(a32[s] - want), tol) << n << " " << i << " " << hwy::TargetName(target);
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace
