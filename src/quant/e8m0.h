@@ -10,7 +10,7 @@ namespace moetier::quant {
 // 2^(e - 128): half the E8M0 value, the scale ggml pairs with its doubled E2M1 table (kMxfp4DoubledValues).
 // Exact for every e: e = 0 and 1 give the float32 subnormals 2^-128 and 2^-127 (bit 21 and bit 22 of the
 // mantissa); from e = 2 on the result is a normal float with biased exponent e - 1.
-inline float e8m0_to_fp32_half(uint8_t e) {
+constexpr float e8m0_to_fp32_half(uint8_t e) {
   const uint32_t bits = e < 2 ? (uint32_t{1} << 21) << e : static_cast<uint32_t>(e - 1) << 23;
   return std::bit_cast<float>(bits);
 }

@@ -72,7 +72,7 @@ class MatmulScratch {
   int64_t max_tok_ = 0;
   std::vector<float> wrow_;  // [max_cols]: one dequantized weight row
   std::vector<float> xr_;    // [max_tok, max_cols]: activations rounded to the weight's vec_dot type
-  std::vector<int16_t> xq_;  // [max_tok, max_cols]: 8-bit activation codes (match_ggml)
+  std::vector<int8_t> xq_;   // [max_tok, max_cols]: 8-bit activation codes (match_ggml)
   std::vector<float> xd_;    // [max_tok, max_cols / 32]: their block scales
   std::vector<int16_t> xs_;  // [max_tok, max_cols / 16]: their sums of 16
 };

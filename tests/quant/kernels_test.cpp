@@ -210,7 +210,8 @@ TEST(MatmulKernels, ActivationQuantizationMatchesReferenceRounding) {
       for (auto& v : x) v = normal(rng) * 3.0f;
       std::fill(x.begin(), x.begin() + 256, 0.0f);   // token 0: first block(s) all zero
       x[300] = -50.0f, x[301] = 50.0f, x[302] = 1.0f;  // token 0: a tie of magnitudes, negative first
-      std::vector<int16_t> q(x.size()), sums(x.size() / 16);
+      std::vector<int8_t> q(x.size());
+      std::vector<int16_t> sums(x.size() / 16);
       std::vector<float> d(x.size() / 32);
       const kernels::Q8Rows rows{f, cols, q.data(), d.data(), sums.data()};
       for (int64_t tok = 0; tok < n_tok; ++tok) kernels::quantize_q8_row(x.data(), tok, rows);

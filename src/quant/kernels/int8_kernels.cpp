@@ -27,6 +27,7 @@
 #include "quant/e8m0.h"
 #include "quant/fp16.h"
 #include "quant/kernels/block_bytes-inl.h"
+#include "quant/kernels/int8_avx2-inl.h"
 #include "quant/kernels/int8_kernels.h"
 #include "quant/kquant_scales.h"
 
@@ -339,9 +340,9 @@ HWY_INLINE void DotTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
     const uint8_t* blk = row + static_cast<size_t>(b) * Dec::kBytes;
     float d = 0.0f, dm = 0.0f;
     if constexpr (NT == 1) {
-      const int16_t* HWY_RESTRICT xq = x.q + t0 * cols + b * Dec::kQK;
+      const int8_t* HWY_RESTRICT xq = x.q + t0 * cols + b * Dec::kQK;
       V32 s0 = hn::Zero(d32), s1 = hn::Zero(d32);
-      Dec::Decode(blk, [&](size_t i, V16 v) { s0 = hn::ReorderWidenMulAccumulate(d32, v, hn::LoadU(d16, xq + i), s0, s1); },
+      Dec::Decode(blk, [&](size_t i, V16 v) { s0 = hn::ReorderWidenMulAccumulate(d32, v, LoadI8(xq + i), s0, s1); },
                   mn, d, dm);
       AddBlock<Dec>(acc[0], macc[0], hn::Add(s0, s1), mn, d, dm, x.d[t0 * nb + b],
                     x.sums + t0 * n_sums + b * (Dec::kQK / 16));
@@ -349,10 +350,10 @@ HWY_INLINE void DotTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
       Dec::Decode(blk, [&](size_t i, V16 v) { hn::Store(v, d16, w + i); }, mn, d, dm);
       for (size_t t = 0; t < NT; ++t) {
         const int64_t tok = t0 + static_cast<int64_t>(t);
-        const int16_t* HWY_RESTRICT xq = x.q + tok * cols + b * Dec::kQK;
+        const int8_t* HWY_RESTRICT xq = x.q + tok * cols + b * Dec::kQK;
         V32 s0 = hn::Zero(d32), s1 = hn::Zero(d32);
         for (size_t i = 0; i < static_cast<size_t>(Dec::kQK); i += N)
-          s0 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, w + i), hn::LoadU(d16, xq + i), s0, s1);
+          s0 = hn::ReorderWidenMulAccumulate(d32, hn::Load(d16, w + i), LoadI8(xq + i), s0, s1);
         AddBlock<Dec>(acc[t], macc[t], hn::Add(s0, s1), mn, d, dm, x.d[tok * nb + b],
                       x.sums + tok * n_sums + b * (Dec::kQK / 16));
       }
@@ -381,6 +382,9 @@ void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, fl
 
 void MatmulRowsQ8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
                   int64_t y_stride, int64_t r0, int64_t r1) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  if (avx2::MatmulRows(type, w, row_bytes, x, n_tok, y, y_stride, r0, r1)) return;
+#endif
 #define MOETIER_ROWS(Dec) return Rows<Dec>(w, row_bytes, x, n_tok, y, y_stride, r0, r1)
   switch (type) {
     case GgmlType::Q4_0: MOETIER_ROWS(DecQ4Legacy<false>);
@@ -407,12 +411,13 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
   const hn::CappedTag<float, 16> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int16_t, decltype(df)> dh;
+  const hn::Rebind<int8_t, decltype(df)> d8;
   const size_t N = hn::Lanes(df);
   const int64_t cols = out.cols;
   const int64_t blk = q8_block(out.format);
   const int64_t nb = cols / blk;
   const float* xr = x + tok * cols;
-  int16_t* q = out.q + tok * cols;
+  int8_t* q = out.q + tok * cols;
   float* d = out.d + tok * nb;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = xr + b * blk;
@@ -426,7 +431,7 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
       d[b] = fp16_to_fp32(fp32_to_fp16(dd));
     } else {
       if (amax == 0.0f) {
-        std::memset(q + b * blk, 0, sizeof(int16_t) * static_cast<size_t>(blk));
+        std::memset(q + b * blk, 0, static_cast<size_t>(blk));
         d[b] = 0.0f;
         continue;
       }
@@ -439,7 +444,7 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
     for (int64_t i = 0; i < blk; i += static_cast<int64_t>(N)) {
       auto v = hn::Round(hn::Mul(hn::LoadU(df, xb + i), vs));
       if (out.format == Q8Format::q8_k) v = hn::Min(v, hn::Set(df, 127.0f));
-      hn::StoreU(hn::DemoteTo(dh, hn::ConvertTo(di, v)), dh, q + b * blk + i);
+      hn::StoreU(hn::DemoteTo(d8, hn::DemoteTo(dh, hn::ConvertTo(di, v))), d8, q + b * blk + i);
     }
   }
   int16_t* sums = out.sums + tok * (cols / 16);

@@ -1,5 +1,7 @@
-// Integer dot-product kernels: activations quantized once per token row to 8 bits, weights decoded to 16-bit
-// integers, products summed exactly in int32 (pmaddwd on x86, smlal on Arm), one float multiply per block.
+// Integer dot-product kernels: activations quantized once per token row to 8 bits, weights decoded to small
+// integers, products summed exactly in int32, one float multiply per block. Portable Highway kernels widen both
+// to int16 (pmaddwd on x86, smlal on Arm); on AVX2/AVX-512 CPUs the main types (Q4_K, Q6_K, Q8_0, Q4_0, IQ4_NL,
+// MXFP4) multiply 8-bit values directly (pmaddubsw, 32 products per instruction; int8_avx2-inl.h).
 // Highway, dispatched at run time to the best target the CPU has, like matmul_kernels.h.
 //
 // The activation formats are the ones ggml pairs with each weight type (its "vec_dot_type", ggml-quants.c /
@@ -29,13 +31,13 @@ Q8Format q8_format(GgmlType t);
 // Elements per activation block: 32 (q8_0) or 256 (q8_k).
 inline int64_t q8_block(Q8Format f) { return f == Q8Format::q8_k ? 256 : 32; }
 
-// Quantized activation rows. Each code is stored widened to int16, so the kernels multiply it in one
-// instruction; `sums` hold the sum of every 16 codes (ggml's Q8_K bsums), which the min terms of Q2_K/Q4_K/Q5_K
+// Quantized activation rows: int8 codes (what x86's u8 x i8 multiply-add and Arm's dot products take; portable
+// kernels widen them to int16 as they load); `sums` hold the sum of every 16 codes (ggml's Q8_K bsums), which the min terms of Q2_K/Q4_K/Q5_K
 // and the m of Q4_1/Q5_1 multiply. Non-owning (MatmulScratch owns the buffers).
 struct Q8Rows {
   Q8Format format = Q8Format::none;
   int64_t cols = 0;
-  int16_t* q = nullptr;     // [n_tok, cols]: codes, -127..127
+  int8_t* q = nullptr;      // [n_tok, cols]: codes, -127..127
   float* d = nullptr;       // [n_tok, cols / q8_block(format)]: the scale of each block
   int16_t* sums = nullptr;  // [n_tok, cols / 16]: the sum of each 16 consecutive codes
 };

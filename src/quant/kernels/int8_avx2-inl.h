@@ -1,0 +1,278 @@
+// AVX2 fast paths of the integer kernels (int8_kernels.h) for the types that carry most of a model's bytes:
+// Q4_K, Q6_K (Qwen3/Mixtral K-quant mixes), MXFP4 (gpt-oss experts), Q8_0, Q4_0, IQ4_NL. They multiply 8-bit
+// weights with the 8-bit activation codes directly: pmaddubsw takes 32 unsigned x signed byte pairs and adds
+// neighbours into 16 int16 lanes, then pmaddwd applies the sub-block scale (or 1) into 8 int32 lanes. That is
+// 2 multiplies per 32 elements where the portable kernels (int16 operands) need 4, which is what bounds them.
+//
+// Exactness: every intermediate stays in range, so the block sums are the same integers the portable kernels
+// and the scalar specification compute. pmaddubsw saturates at 2^15 - 1: its operands here are a weight code
+// 0..63 (Q4_K nibble, Q6_K 6-bit code before its -32 shift) or |w| <= 128 (signed types, sign moved onto the
+// activation with psignb) times an activation code |x| <= 127, so a pair is at most 2 * 128 * 127 = 32512.
+// Included by int8_kernels.cpp inside its per-target namespace; compiled for the AVX2 and AVX-512 targets only.
+#if defined(MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_
+#undef MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_
+#else
+#define MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_
+#endif
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "hwy/highway.h"
+#include "quant/blocks.h"
+#include "quant/e8m0.h"
+#include "quant/kernels/block_bytes-inl.h"
+#include "quant/kernels/int8_kernels.h"
+#include "quant/kquant_scales.h"
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#include <immintrin.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace moetier::quant::kernels {
+namespace HWY_NAMESPACE {
+namespace avx2 {
+
+HWY_INLINE float Hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+HWY_INLINE int32_t HsumI32(__m128i v) {
+  v = _mm_hadd_epi32(v, v);
+  v = _mm_hadd_epi32(v, v);
+  return _mm_cvtsi128_si32(v);
+}
+
+HWY_INLINE __m256i LoadU(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Q4_K: super-blocks of 256 = 8 sub-blocks of 32 with 6-bit scales and mins; sub-blocks 2p, 2p + 1 are the low
+// and high nibbles of qs[32p .. 32p + 31]. y = d * dx * sum_s scale_s * (q_s . x_s) - dmin * dx * sum_s min_s *
+// (sum of x_s's codes).
+template <size_t NT>
+HWY_INLINE void Q4KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_t t0, float* HWY_RESTRICT y,
+                        int64_t y_stride) {
+  const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m256 acc[NT];
+  float macc[NT];
+  for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), macc[t] = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ4_K);
+    const float d = Fp16At(blk + offsetof(BlockQ4_K, d));
+    const float dmin = Fp16At(blk + offsetof(BlockQ4_K, dmin));
+    uint8_t sc[8], mn[8];
+    detail::unpack_scale_min_k4(blk + offsetof(BlockQ4_K, scales), sc, mn);
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+    __m256i lo[4], hi[4], sl[4], sh[4];  // nibbles (0..15) of sub-blocks 2p, 2p + 1, and their scales
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = LoadU(blk + offsetof(BlockQ4_K, qs) + 32 * p);
+      lo[p] = _mm256_and_si256(q, m4);
+      hi[p] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      sl[p] = _mm256_set1_epi16(sc[2 * p]);
+      sh[p] = _mm256_set1_epi16(sc[2 * p + 1]);
+    }
+    for (size_t t = 0; t < NT; ++t) {
+      const int64_t tok = t0 + static_cast<int64_t>(t);
+      const int8_t* xq = x.q + tok * cols + b * kQK_K;
+      __m256i sumi = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[p], LoadU(xq + 64 * p)), sl[p]);
+        const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[p], LoadU(xq + 64 * p + 32)), sh[p]);
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+      }
+      const float dx = x.d[tok * nb + b];
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sumi), acc[t]);
+      const __m256i bs = LoadU(x.sums + tok * n_sums + b * 16);  // 16 sums of 16 codes
+      const __m128i bs32 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));  // of 32
+      macc[t] -= dmin * dx * static_cast<float>(HsumI32(_mm_madd_epi16(mins, bs32)));
+    }
+  }
+  for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(acc[t]) + macc[t];
+}
+
+// Q6_K: 16 sub-blocks of 16 with int8 scales; code q = ql nibble | 2 qh bits << 4 (0..63), value q - 32.
+// sum_j sc_j * ((q - 32) . x)_j = sum_j sc_j * (q . x)_j - 32 * sum_j sc_j * bsum_j.
+template <size_t NT>
+HWY_INLINE void Q6KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_t t0, float* HWY_RESTRICT y,
+                        int64_t y_stride) {
+  const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m2 = _mm256_set1_epi8(0x03);
+  __m256 acc[NT];
+  for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ6_K);
+    const float d = Fp16At(blk + offsetof(BlockQ6_K, d));
+    const auto* sc = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    __m256i q[8], s[8];  // q[4h + r]: elements 128h + 32r .. +31 (0..63); s: their two sub-block scales
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = LoadU(blk + offsetof(BlockQ6_K, ql) + 64 * h);
+      const __m256i ql1 = LoadU(blk + offsetof(BlockQ6_K, ql) + 64 * h + 32);
+      const __m256i qh = LoadU(blk + offsetof(BlockQ6_K, qh) + 32 * h);
+      // The high bits are masked to 0..3 before the 16-bit shift, so no bit crosses into the next byte.
+      const auto high = [&](int shift) {
+        return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4);
+      };
+      q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), high(0));
+      q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), high(2));
+      q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), high(4));
+      q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), high(6));
+    }
+    for (int k = 0; k < 8; ++k)  // elements 32k .. 32k + 15 in the low 128 bits, 32k + 16 .. + 31 in the high
+      s[k] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+    for (size_t t = 0; t < NT; ++t) {
+      const int64_t tok = t0 + static_cast<int64_t>(t);
+      const int8_t* xq = x.q + tok * cols + b * kQK_K;
+      __m256i sumi = _mm256_setzero_si256();
+      for (int k = 0; k < 8; ++k)
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], LoadU(xq + 32 * k)), s[k]));
+      const __m256i corr = _mm256_madd_epi16(sc16, LoadU(x.sums + tok * n_sums + b * 16));
+      sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * x.d[tok * nb + b]), _mm256_cvtepi32_ps(sumi), acc[t]);
+    }
+  }
+  for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(acc[t]);
+}
+
+// Blocks of 32 signed int8 weights with one float scale: Q8_0 as stored; Q4_0, IQ4_NL and MXFP4 through a
+// 16-entry byte table (pshufb) indexed by the nibbles (element j < 16: low nibble of qs[j], j + 16: high).
+// Weights(b, tbl): the 32 int8 weights of block b (tbl: the type's table in both 128-bit lanes, loaded once).
+struct BlockQ8_0Weights {
+  static constexpr size_t kBytes = sizeof(BlockQ8_0);
+  static HWY_INLINE __m256i Table() { return _mm256_setzero_si256(); }
+  static HWY_INLINE float Scale(const uint8_t* b) { return Fp16At(b); }
+  static HWY_INLINE __m256i Weights(const uint8_t* b, __m256i) { return LoadU(b + offsetof(BlockQ8_0, qs)); }
+};
+
+inline constexpr int8_t kQ4_0Levels[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+// e8m0_to_fp32_half for every exponent byte: one load per block instead of a branch and bit work.
+inline constexpr auto kE8M0Half = [] {
+  std::array<float, 256> t{};
+  for (int e = 0; e < 256; ++e) t[static_cast<size_t>(e)] = e8m0_to_fp32_half(static_cast<uint8_t>(e));
+  return t;
+}();
+
+template <class Block, const int8_t (&kTable)[16], bool kE8M0>
+struct NibbleWeights {
+  static constexpr size_t kBytes = sizeof(Block);
+  static HWY_INLINE __m256i Table() {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable)));
+  }
+  static HWY_INLINE float Scale(const uint8_t* b) { return kE8M0 ? kE8M0Half[b[0]] : Fp16At(b); }
+  static HWY_INLINE __m256i Weights(const uint8_t* b, __m256i tbl) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs)));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m256i idx = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+    return _mm256_shuffle_epi8(tbl, idx);
+  }
+};
+
+// A block of 32 is little work, so two accumulator sets (even and odd blocks) keep the float multiply-add
+// chain from bounding the loop (its latency is ~4 cycles, one block's integer work about as long).
+template <class W, size_t NT>
+HWY_INLINE void Block32Tile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_t t0, float* HWY_RESTRICT y,
+                            int64_t y_stride) {
+  const int64_t cols = x.cols, nb = cols / 32;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i tbl = W::Table();
+  __m256 acc[2][NT];
+  for (size_t t = 0; t < NT; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+  const auto block = [&](int64_t b, __m256(&a)[NT]) {
+    const uint8_t* blk = row + static_cast<size_t>(b) * W::kBytes;
+    const float d = W::Scale(blk);
+    const __m256i w = W::Weights(blk, tbl);
+    const __m256i aw = _mm256_sign_epi8(w, w);  // |w| as unsigned bytes; the sign moves onto x
+    for (size_t t = 0; t < NT; ++t) {
+      const int64_t tok = t0 + static_cast<int64_t>(t);
+      const __m256i xs = _mm256_sign_epi8(LoadU(x.q + tok * cols + b * 32), w);
+      const __m256i sumi = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones);
+      a[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * x.d[tok * nb + b]), _mm256_cvtepi32_ps(sumi), a[t]);
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    block(b, acc[0]);
+    block(b + 1, acc[1]);
+  }
+  if (b < nb) block(b, acc[0]);
+  for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
+}
+
+// Rows r0 .. r1 - 1, tokens four at a time (each block's weights decoded once per four tokens).
+template <template <size_t> class Tile>
+void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
+          int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    int64_t t = 0;
+    for (; t + 4 <= n_tok; t += 4) Tile<4>::Run(row, x, t, y + t * y_stride + r, y_stride);
+    switch (n_tok - t) {
+      case 3: Tile<3>::Run(row, x, t, y + t * y_stride + r, y_stride); break;
+      case 2: Tile<2>::Run(row, x, t, y + t * y_stride + r, y_stride); break;
+      case 1: Tile<1>::Run(row, x, t, y + t * y_stride + r, y_stride); break;
+      default: break;
+    }
+  }
+}
+
+template <size_t NT>
+struct Q4K {
+  static HWY_INLINE void Run(const uint8_t* r, const Q8Rows& x, int64_t t0, float* y, int64_t ys) {
+    Q4KTile<NT>(r, x, t0, y, ys);
+  }
+};
+template <size_t NT>
+struct Q6K {
+  static HWY_INLINE void Run(const uint8_t* r, const Q8Rows& x, int64_t t0, float* y, int64_t ys) {
+    Q6KTile<NT>(r, x, t0, y, ys);
+  }
+};
+template <class W>
+struct Block32 {
+  template <size_t NT>
+  struct Tile {
+    static HWY_INLINE void Run(const uint8_t* r, const Q8Rows& x, int64_t t0, float* y, int64_t ys) {
+      Block32Tile<W, NT>(r, x, t0, y, ys);
+    }
+  };
+};
+
+// True (and the product done) for the types with a fast path here.
+inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
+                       int64_t y_stride, int64_t r0, int64_t r1) {
+  switch (type) {
+    case GgmlType::Q4_K: Rows<Q4K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    case GgmlType::Q6_K: Rows<Q6K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    case GgmlType::Q8_0:
+      Rows<Block32<BlockQ8_0Weights>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      return true;
+    case GgmlType::Q4_0:
+      Rows<Block32<NibbleWeights<BlockQ4_0, kQ4_0Levels, false>>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      return true;
+    case GgmlType::IQ4_NL:
+      Rows<Block32<NibbleWeights<BlockIQ4_NL, kIq4nlValues, false>>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0,
+                                                                             r1);
+      return true;
+    case GgmlType::MXFP4:
+      Rows<Block32<NibbleWeights<BlockMXFP4, kMxfp4DoubledValues, true>>::Tile>(w, row_bytes, x, n_tok, y, y_stride,
+                                                                                  r0, r1);
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace avx2
+}  // namespace HWY_NAMESPACE
+}  // namespace moetier::quant::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#endif  // MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_
