@@ -39,9 +39,8 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
   float* q = q_.data();
   float* k = k_.data();
   float* v = v_.data();
-  quant::matmul(w.wq, x, q, n_tok, mm);
-  quant::matmul(w.wk, x, k, n_tok, mm);
-  quant::matmul(w.wv, x, v, n_tok, mm);
+  const quant::Product qkv[] = {{w.wq, q}, {w.wk, k}, {w.wv, v}};
+  quant::matmul_shared_x(qkv, x, n_tok, mm);
   add_bias(q, w.bq, n_tok, nq);
   add_bias(k, w.bk, n_tok, nk);
   add_bias(v, w.bv, n_tok, nk);

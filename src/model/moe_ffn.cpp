@@ -81,8 +81,8 @@ void MoeFfn::on_expert(int32_t expert, const moe::ExpertWeights& w) {
     const int64_t t = slots[i] / K;
     std::memcpy(xg_.data() + i * D, x_ + t * D, sizeof(float) * static_cast<size_t>(D));
   }
-  quant::matmul(w.gate, xg_.data(), gate_.data(), n, *mm_);
-  quant::matmul(w.up, xg_.data(), up_.data(), n, *mm_);
+  const quant::Product gate_up[] = {{w.gate, gate_.data()}, {w.up, up_.data()}};
+  quant::matmul_shared_x(gate_up, xg_.data(), n, *mm_);
   for (int64_t i = 0; i < n; ++i) {
     float* g = gate_.data() + i * F;
     float* u = up_.data() + i * F;

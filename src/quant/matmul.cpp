@@ -144,23 +144,49 @@ void matmul_reference(const WeightView& w, const float* x, float* y, int64_t n_t
 }
 
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch) {
-  assert(w.cols <= scratch.max_cols_ && n_tok <= scratch.max_tok_);
-  if (!kernels::has_kernel(w.type)) return matmul_reference(w, x, y, n_tok, scratch);
-  const kernels::Q8Format f = scratch.rounding_ == ActivationRounding::match_ggml ? kernels::q8_format(w.type)
+  const Product p{w, y};
+  matmul_shared_x(std::span<const Product>(&p, 1), x, n_tok, scratch);
+}
+
+void matmul_shared_x(std::span<const Product> ps, const float* x, int64_t n_tok, MatmulScratch& scratch) {
+  assert(!ps.empty());
+  const WeightView& w0 = ps.front().w;
+  for (const Product& p : ps) {
+    assert(p.w.cols <= scratch.max_cols_ && n_tok <= scratch.max_tok_);
+    if (p.w.type != w0.type || p.w.cols != w0.cols) {  // not one activation format: one product at a time
+      for (const Product& q : ps) matmul_shared_x(std::span<const Product>(&q, 1), x, n_tok, scratch);
+      return;
+    }
+  }
+  if (!kernels::has_kernel(w0.type)) {
+    for (const Product& p : ps) matmul_reference(p.w, x, p.y, n_tok, scratch);
+    return;
+  }
+  const kernels::Q8Format f = scratch.rounding_ == ActivationRounding::match_ggml ? kernels::q8_format(w0.type)
                                                                                  : kernels::Q8Format::none;
-  // The activations are quantized (or rounded) once, on the calling thread, for every row of the product.
+  // The activations are quantized (or rounded) once, on the calling thread, for every row of every product.
   kernels::Q8Rows xq;
   const float* xs = x;
   if (f != kernels::Q8Format::none) {
-    xq = scratch.quantized_activations(f, x, n_tok, w.cols);
+    xq = scratch.quantized_activations(f, x, n_tok, w0.cols);
   } else {
-    xs = scratch.rounded_activations(w.type, x, n_tok, w.cols);
+    xs = scratch.rounded_activations(w0.type, x, n_tok, w0.cols);
   }
+  // Rows [r0, r1) of the products' rows taken one after the other.
+  int64_t total = 0;
+  size_t bytes = 0;
+  for (const Product& p : ps) total += p.w.rows, bytes += static_cast<size_t>(p.w.rows) * p.w.row_bytes;
   const auto rows = [&](int64_t r0, int64_t r1) {
-    if (f != kernels::Q8Format::none) {
-      kernels::matmul_rows_q8(w.type, w.data, w.row_bytes, xq, n_tok, y, w.rows, r0, r1);
-    } else {
-      kernels::matmul_rows(w.type, w.data, w.row_bytes, w.cols, xs, n_tok, y, w.rows, r0, r1);
+    int64_t base = 0;
+    for (const Product& p : ps) {
+      const int64_t a = std::max<int64_t>(r0 - base, 0), b = std::min<int64_t>(r1 - base, p.w.rows);
+      base += p.w.rows;
+      if (a >= b) continue;
+      if (f != kernels::Q8Format::none) {
+        kernels::matmul_rows_q8(p.w.type, p.w.data, p.w.row_bytes, xq, n_tok, p.y, p.w.rows, a, b);
+      } else {
+        kernels::matmul_rows(p.w.type, p.w.data, p.w.row_bytes, p.w.cols, xs, n_tok, p.y, p.w.rows, a, b);
+      }
     }
   };
   // Below ~64 KiB of weights (norm-sized products, tiny test models) waking the workers costs more than the
@@ -168,16 +194,16 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, Matmul
   constexpr size_t kMinParallelBytes = size_t{64} << 10;
   util::ThreadPool* pool = scratch.pool_;
   const int64_t n_threads = pool != nullptr ? pool->size() : 1;
-  if (n_threads == 1 || w.rows < 2 * n_threads || static_cast<size_t>(w.rows) * w.row_bytes < kMinParallelBytes) {
-    rows(0, w.rows);
+  if (n_threads == 1 || total < 2 * n_threads || bytes < kMinParallelBytes) {
+    rows(0, total);
     return;
   }
   // Contiguous row ranges, one per thread, rounded to multiples of 4 rows (whole cache lines of y when n_tok
-  // is 1). Threads write disjoint elements of y.
+  // is 1). Threads write disjoint elements of the outputs.
   pool->run([&](int i) {
-    const auto split = [&](int64_t k) { return std::min(w.rows, (w.rows * k / n_threads + 3) / 4 * 4); };
+    const auto split = [&](int64_t k) { return std::min(total, (total * k / n_threads + 3) / 4 * 4); };
     const int64_t r0 = i == 0 ? 0 : split(i);
-    const int64_t r1 = i + 1 == n_threads ? w.rows : split(i + 1);
+    const int64_t r1 = i + 1 == n_threads ? total : split(i + 1);
     if (r0 < r1) rows(r0, r1);
   });
 }

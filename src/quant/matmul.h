@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@ struct WeightView {
 
 enum class ActivationRounding { exact, match_ggml };
 
+struct Product;
+
 // Per-thread working memory for matmul, sized at setup for the widest matrix and the largest batch, so the
 // forward pass allocates nothing.
 class MatmulScratch {
@@ -62,7 +65,7 @@ class MatmulScratch {
   util::ThreadPool* pool() const { return pool_; }
 
  private:
-  friend void matmul(const WeightView&, const float*, float*, int64_t, MatmulScratch&);
+  friend void matmul_shared_x(std::span<const Product>, const float*, int64_t, MatmulScratch&);
   friend void matmul_reference(const WeightView&, const float*, float*, int64_t, MatmulScratch&);
   const float* rounded_activations(GgmlType t, const float* x, int64_t n_tok, int64_t cols);
   kernels::Q8Rows quantized_activations(kernels::Q8Format f, const float* x, int64_t n_tok, int64_t cols);
@@ -81,6 +84,18 @@ class MatmulScratch {
 // x: [n_tok, w.cols] row-major; y: [n_tok, w.rows] row-major (must not alias x).
 // Asserts (internal invariant) that w.cols and n_tok fit the scratch.
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch);
+
+// One product of a batch sharing its activations: y = w x, as in matmul().
+struct Product {
+  WeightView w;
+  float* y = nullptr;  // [n_tok, w.rows]
+};
+
+// Several products of the same activations x ([n_tok, cols]; e.g. an expert's gate and up projections): x is
+// quantized once and the rows of all the products are split across the threads in one pass, one wake-up of the
+// pool instead of one per product. Results are bit-identical to separate matmul() calls. Products whose weights
+// differ in type or cols are computed one at a time.
+void matmul_shared_x(std::span<const Product> products, const float* x, int64_t n_tok, MatmulScratch& scratch);
 
 // The same product by the scalar reference path (dequantize row, dot), on the calling thread: the spec the
 // kernels are tested against, and the baseline of bench_matvec.

@@ -295,3 +295,39 @@ TEST(VecKernels, MatchReferenceOnEveryTarget) {
 
 }  // namespace
 }  // namespace moetier::quant
+
+namespace moetier::quant {
+namespace {
+
+// Products sharing their activations in one pass give bit-identical results to separate products, with and
+// without threads, also when their types differ (the one-at-a-time fallback).
+TEST(MatmulKernels, SharedActivationsMatchSeparateProducts) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t cols = 512, n_tok = 3;
+  std::vector<float> x(static_cast<size_t>(n_tok * cols));
+  for (auto& v : x) v = normal(rng);
+  for (const auto& types : {std::pair{GgmlType::Q4_K, GgmlType::Q4_K}, std::pair{GgmlType::Q4_K, GgmlType::Q6_K}}) {
+    const int64_t ra = 300, rb = 77;
+    const auto wa = random_matrix(types.first, ra, cols, rng);
+    const auto wb = random_matrix(types.second, rb, cols, rng);
+    const WeightView a{types.first, wa.data(), ra, cols, row_bytes(types.first, cols)};
+    const WeightView b{types.second, wb.data(), rb, cols, row_bytes(types.second, cols)};
+    for (int threads : {1, 2, 3}) {
+      util::ThreadPool pool(threads);
+      MatmulScratch mm(cols, n_tok, ActivationRounding::match_ggml);
+      mm.set_pool(&pool);
+      std::vector<float> ya(static_cast<size_t>(n_tok * ra)), yb(static_cast<size_t>(n_tok * rb));
+      std::vector<float> za(ya.size(), NAN), zb(yb.size(), NAN);
+      matmul(a, x.data(), ya.data(), n_tok, mm);
+      matmul(b, x.data(), yb.data(), n_tok, mm);
+      const Product ps[] = {{a, za.data()}, {b, zb.data()}};
+      matmul_shared_x(ps, x.data(), n_tok, mm);
+      EXPECT_EQ(0, std::memcmp(ya.data(), za.data(), sizeof(float) * ya.size())) << threads;
+      EXPECT_EQ(0, std::memcmp(yb.data(), zb.data(), sizeof(float) * yb.size())) << threads;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moetier::quant
