@@ -16,6 +16,10 @@
 #include <memory>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "quant/fp16.h"
 #include "quant/ggml_type.h"
 #include "quant/matmul.h"
@@ -136,12 +140,52 @@ void BM_ReadBandwidth(benchmark::State& state) {
                                                  benchmark::Counter::OneK::kIs1000);
 }
 
+#if defined(__x86_64__)
+// The machine's 8-bit integer multiply-accumulate peak, the ceiling of prefill (compute-bound): independent
+// chains of pmaddubsw (32 u8 x i8 products, pairs summed) + pmaddwd (pairs summed into int32), the instruction
+// pair the AVX2 kernels spend per 32 weights and token. Reported as G multiply-accumulates per second.
+__attribute__((target("avx2"))) void BM_Int8MacPeak(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  constexpr int64_t kIters = 1 << 20;
+  auto& p = pool(threads);
+  std::vector<int32_t> sink(static_cast<size_t>(threads) * 16);  // one cache line per thread
+  for (auto _ : state) {
+    p.run([&](int i) __attribute__((target("avx2"))) {
+      __m256i a = _mm256_set1_epi8(static_cast<char>(3 + i)), x = _mm256_set1_epi8(5), one = _mm256_set1_epi16(1);
+      __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+      for (int64_t k = 0; k < kIters; ++k) {
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(a, x), one));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(x, a), one));
+        s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_maddubs_epi16(a, a), one));
+        s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(_mm256_maddubs_epi16(x, x), one));
+        s4 = _mm256_add_epi32(s4, _mm256_madd_epi16(_mm256_maddubs_epi16(one, x), one));
+        s5 = _mm256_add_epi32(s5, _mm256_madd_epi16(_mm256_maddubs_epi16(one, a), one));
+        s6 = _mm256_add_epi32(s6, _mm256_madd_epi16(_mm256_maddubs_epi16(a, one), one));
+        s7 = _mm256_add_epi32(s7, _mm256_madd_epi16(_mm256_maddubs_epi16(x, one), one));
+        asm volatile("" : "+x"(a), "+x"(x));  // opaque inputs: the multiplies cannot be hoisted out of the loop
+      }
+      const __m256i t = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3)),
+                                         _mm256_add_epi32(_mm256_add_epi32(s4, s5), _mm256_add_epi32(s6, s7)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&sink[static_cast<size_t>(i) * 16]), t);
+    });
+    benchmark::DoNotOptimize(sink.data());
+  }
+  state.counters["macs"] = benchmark::Counter(static_cast<double>(kIters) * 8 * 32 * threads,
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::OneK::kIs1000);
+}
+#endif
+
 struct Shape {
   int64_t rows, cols;
   const char* name;
 };
 
 int register_all() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2"))
+    benchmark::RegisterBenchmark("Int8MacPeak", BM_Int8MacPeak)->Arg(1)->Arg(2)->UseRealTime();
+#endif
   auto* rb = benchmark::RegisterBenchmark("ReadBandwidth/1GiB", BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime();
   // MOETIER_BENCH_THREADS=N adds N threads to the read bandwidth (bench/speed_bench.sh measures at its -t).
   if (const char* env = std::getenv("MOETIER_BENCH_THREADS"); env != nullptr) {

@@ -42,12 +42,6 @@ HWY_INLINE float Hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-HWY_INLINE int32_t HsumI32(__m128i v) {
-  v = _mm_hadd_epi32(v, v);
-  v = _mm_hadd_epi32(v, v);
-  return _mm_cvtsi128_si32(v);
-}
-
 HWY_INLINE __m256i LoadU(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // Q4_K: super-blocks of 256 = 8 sub-blocks of 32 with 6-bit scales and mins; sub-blocks 2p, 2p + 1 are the low
@@ -59,8 +53,8 @@ HWY_INLINE void Q4KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
   const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   __m256 acc[NT];
-  float macc[NT];
-  for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), macc[t] = 0.0f;
+  __m128 macc[NT];  // the min terms, in 4 lanes
+  for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), macc[t] = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ4_K);
     const float d = Fp16At(blk + offsetof(BlockQ4_K, d));
@@ -89,10 +83,14 @@ HWY_INLINE void Q4KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sumi), acc[t]);
       const __m256i bs = LoadU(x.sums + tok * n_sums + b * 16);  // 16 sums of 16 codes
       const __m128i bs32 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));  // of 32
-      macc[t] -= dmin * dx * static_cast<float>(HsumI32(_mm_madd_epi16(mins, bs32)));
+      macc[t] = _mm_fmadd_ps(_mm_set1_ps(-dmin * dx), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs32)), macc[t]);
     }
   }
-  for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(acc[t]) + macc[t];
+  for (size_t t = 0; t < NT; ++t) {
+    __m128 m = _mm_add_ps(macc[t], _mm_movehl_ps(macc[t], macc[t]));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    y[static_cast<int64_t>(t) * y_stride] = Hsum(acc[t]) + _mm_cvtss_f32(m);
+  }
 }
 
 // Q6_K: 16 sub-blocks of 16 with int8 scales; code q = ql nibble | 2 qh bits << 4 (0..63), value q - 32.
