@@ -35,16 +35,19 @@ float dot(const float* a, const float* b, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-// ggml's Q8_0 activation blocks (also Q8_1's values): 32 elements, scale amax/127 stored as binary16,
-// quants round(x / scale).
+// The 8-bit activation blocks of 32 that the reference engine pairs with Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL/MXFP4
+// weights (oracle/README.md): scale d = amax / 127 rounded to bfloat16, codes round-half-even(x / d) computed from
+// that rounded d and kept within -127..127 (the reference saturates at -128; a code of -128 needs the rounding of d
+// to shrink it by its largest relative step, 2^-8, and the kernels' sign trick needs |code| <= 127). This is the
+// layout of ik_llama.cpp's Q8_2 activations, not mainline ggml's Q8_0 (d rounded to fp16, codes from the unrounded
+// d): matching it brings the first logits row of the Q8_0 oracle models from rel ~3e-2 to ~1e-7.
 void round_q8_0(float* x, int64_t n) {
   for (int64_t b = 0; b < n; b += 32) {
     float amax = 0.0f;
     for (int64_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b + j]));
-    const float d = amax / 127.0f;
+    const float d = bf16_to_fp32(fp32_to_bf16(amax / 127.0f));
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const float d16 = fp16_to_fp32(fp32_to_fp16(d));
-    for (int64_t j = 0; j < 32; ++j) x[b + j] = d16 * std::nearbyint(x[b + j] * id);
+    for (int64_t j = 0; j < 32; ++j) x[b + j] = d * std::clamp(std::nearbyint(x[b + j] * id), -127.0f, 127.0f);
   }
 }
 

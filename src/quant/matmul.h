@@ -5,9 +5,10 @@
 // reference: each weight row is dequantized once into the scratch and dotted with every token's activation row.
 // Both read the weights once per batch of n_tok tokens and allocate nothing. The scratch belongs to one thread.
 //
-// Activation rounding. GGUF reference engines (ggml) convert activations to the weight type's "vec_dot type"
-// before the dot product: F16 weights meet F16 activations, BF16 meet BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL/
-// MXFP4 meet 8-bit Q8_0-style blocks of 32, K-quants and IQ4_XS meet Q8_K blocks of 256.
+// Activation rounding. GGUF reference engines (the ggml family) convert activations to the weight type's
+// "vec_dot type" before the dot product: F16 weights meet F16 activations, BF16 meet BF16, Q4_0/Q4_1/Q5_0/Q5_1/
+// Q8_0/IQ4_NL/MXFP4 meet 8-bit blocks of 32 (with the oracle's engine: a bfloat16 scale, see int8_kernels.h),
+// K-quants and IQ4_XS meet Q8_K blocks of 256.
 //  * ActivationRounding::match_ggml (the engine's default): quantized weights run the integer kernels of
 //    quant/kernels/int8_kernels.h on activations quantized once per token row exactly that way; F16/BF16 weights
 //    meet activations rounded to F16/BF16. matmul_reference() specifies it by rounding a copy of x the same way

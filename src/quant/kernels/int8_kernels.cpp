@@ -426,9 +426,9 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
     const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
     float scale;
     if (out.format == Q8Format::q8_0) {
-      const float dd = amax / 127.0f;
+      const float dd = bf16_to_fp32(fp32_to_bf16(amax / 127.0f));
       scale = dd != 0.0f ? 1.0f / dd : 0.0f;
-      d[b] = fp16_to_fp32(fp32_to_fp16(dd));
+      d[b] = dd;
     } else {
       if (amax == 0.0f) {
         std::memset(q + b * blk, 0, static_cast<size_t>(blk));
@@ -443,7 +443,8 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
     const auto vs = hn::Set(df, scale);
     for (int64_t i = 0; i < blk; i += static_cast<int64_t>(N)) {
       auto v = hn::Round(hn::Mul(hn::LoadU(df, xb + i), vs));
-      if (out.format == Q8Format::q8_k) v = hn::Min(v, hn::Set(df, 127.0f));
+      v = hn::Min(v, hn::Set(df, 127.0f));
+      if (out.format == Q8Format::q8_0) v = hn::Max(v, hn::Set(df, -127.0f));
       hn::StoreU(hn::DemoteTo(d8, hn::DemoteTo(dh, hn::ConvertTo(di, v))), d8, q + b * blk + i);
     }
   }

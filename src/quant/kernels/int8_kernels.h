@@ -4,11 +4,12 @@
 // MXFP4) multiply 8-bit values directly (pmaddubsw, 32 products per instruction; int8_avx2-inl.h).
 // Highway, dispatched at run time to the best target the CPU has, like matmul_kernels.h.
 //
-// The activation formats are the ones ggml pairs with each weight type (its "vec_dot_type", ggml-quants.c /
-// ggml-cpu quants.c), so these kernels compute the function the GGUF reference engines compute:
-//   q8_0: blocks of 32; d = amax / 127 rounded to fp16; q = round-half-even(x * (1 / d)) with the unrounded d
-//         (quantize_row_q8_0 of SIMD CPUs). Paired with Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4 (Q4_1 and Q5_1 use
-//         ggml's Q8_1, whose codes and d are Q8_0's; its block sum is taken from the codes here).
+// The activation formats are the ones the reference engine (../shared/oracle) pairs with each weight type, so
+// these kernels compute the function it computes:
+//   q8_0: blocks of 32; d = amax / 127 rounded to bfloat16; q = round-half-even(x * (1 / d)) with the rounded d,
+//         within -127..127 (ik_llama.cpp's Q8_2 activations; mainline ggml's Q8_0 rounds d to fp16 instead and
+//         takes the codes from the unrounded d). Paired with Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4; the m term
+//         of Q4_1 and Q5_1 multiplies the block's code sum.
 //   q8_k: blocks of 256; d = max / -127 in float32, max the element of largest magnitude (sign kept, first one);
 //         q = min(127, round-half-even(x * (-127 / max))) (quantize_row_q8_K). Paired with Q2_K..Q6_K, IQ4_XS.
 // The scalar specification is quant::matmul_reference with ActivationRounding::match_ggml (quant/matmul.h):
