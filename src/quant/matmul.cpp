@@ -51,7 +51,7 @@ void round_q8_0(float* x, int64_t n) {
   }
 }
 
-// ggml's Q8_K activation blocks: 256 elements, float32 scale max/-127 where max is the element of largest
+// ggml's Q8_K activation blocks (quantize_row_q8_K): 256 elements, float32 scale max/-127 where max is the element of largest
 // magnitude (sign kept), quants clamped to 127 from above.
 void round_q8_k(float* x, int64_t n) {
   for (int64_t b = 0; b < n; b += 256) {

@@ -1,8 +1,9 @@
 // Scalar reference quantizers, float -> packed blocks (layouts: quant/blocks.h).
 //
 // Two kinds, for two uses:
-//  * Activation-side formats, exact ports of ggml's round-to-nearest reference quantizers, because integer dot
-//    products must see the same 8-bit activations the reference engine sees:
+//  * Q8_0 and Q8_K, exact ports of ggml's round-to-nearest reference quantizers (Q8_0 is also a weight format;
+//    the engine's own activation quantizer, with the oracle engine's bfloat16-scale blocks of 32, is
+//    kernels::quantize_q8_row in quant/kernels/int8_kernels.h):
 //      Q8_0 as quantize_row_q8_0_ref: d = amax / 127 (stored fp16), q = roundf(x / d) (half away from zero),
 //           computed with the float32 d before it is rounded to fp16;
 //      Q8_K as quantize_row_q8_K_ref: d = -max / 127 where max is the signed element of largest magnitude (float32
