@@ -42,6 +42,7 @@ run_config() {
   for r in $(seq 1 "$runs"); do
     sync; echo 3 > /proc/sys/vm/drop_caches
     local csv=$out/$name.$r.csv
+    rm -f "$csv"  # a failed run must not leave an earlier run's figures behind
     if [ "$capped" = 1 ]; then
       reset_peak
       sh -c 'echo $$ > '"$cg"'/cgroup.procs; exec "$@"' sh "$bin" run -m "$model" -p "$prompt" -n "$tokens" --temp 0 \
@@ -52,10 +53,12 @@ run_config() {
     fi
   done
 }
-# median KEY over the summary lines of NAME's runs
+# median KEY over the summary lines of this invocation's runs of NAME (1 .. RUNS; files of earlier, longer
+# invocations are not mixed in)
 median() {
   local name=$1 key=$2
-  for f in "$out/$name".*.csv; do
+  for r in $(seq 1 "$runs"); do
+    local f=$out/$name.$r.csv
     [ -f "$f" ] || continue
     { grep '^# summary' "$f" || true; } | tr ' ' '\n' | sed -n "s/^$key=//p"
   done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}'
