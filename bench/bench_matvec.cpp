@@ -88,11 +88,13 @@ moetier::util::ThreadPool& pool(int threads) {
 
 // Each iteration multiplies the next of several copies of the matrix, together at least 128 MiB (4x this
 // machine's 32 MiB L3), so the weights come from DRAM as a model's experts do, not from cache.
+// hot: one copy, multiplied again and again, so it stays in cache: the kernel's compute ceiling, which must be
+// well above the read bandwidth for a DRAM-bound product to reach it.
 void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool reference,
-               quant::ActivationRounding rounding) {
+               quant::ActivationRounding rounding, bool hot) {
   const int threads = static_cast<int>(state.range(0));
   const std::vector<uint8_t> w = random_weights(t, rows, cols);
-  const size_t copies = std::max<size_t>(1, ((size_t{128} << 20) + w.size() - 1) / w.size());
+  const size_t copies = hot ? 1 : std::max<size_t>(1, ((size_t{128} << 20) + w.size() - 1) / w.size());
   std::vector<uint8_t> all(w.size() * copies);  // [copies][rows, cols] of type t
   for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * w.size(), w.data(), w.size());
   std::vector<float> x(static_cast<size_t>(cols), 0.5f);  // [1, cols]
@@ -176,6 +178,28 @@ __attribute__((target("avx2"))) void BM_Int8MacPeak(benchmark::State& state) {
 }
 #endif
 
+// Prefill's products: n_tok activation rows at once (a 128-token prompt gives the attention products 128 rows
+// and each routed expert ~n_tok * n_expert_used / n_expert of them, 8 for Qwen3-30B-A3B). Compute-bound, so the
+// weights stay in cache (one copy); reported as G multiply-accumulates per second, to set against Int8MacPeak.
+void BM_Matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int64_t n_tok) {
+  const int threads = static_cast<int>(state.range(0));
+  const std::vector<uint8_t> w = random_weights(t, rows, cols);
+  std::vector<float> x(static_cast<size_t>(cols * n_tok));  // [n_tok, cols]
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f - 0.001f * static_cast<float>(i % 997);
+  std::vector<float> y(static_cast<size_t>(rows * n_tok));  // [n_tok, rows]
+  quant::MatmulScratch scratch(cols, n_tok, quant::ActivationRounding::match_ggml);
+  if (threads > 1) scratch.set_pool(&pool(threads));
+  const quant::WeightView view{t, w.data(), rows, cols, quant::row_bytes(t, cols)};
+  for (auto _ : state) {
+    quant::matmul(view, x.data(), y.data(), n_tok, scratch);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["macs"] = benchmark::Counter(static_cast<double>(rows * cols * n_tok),
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::OneK::kIs1000);
+}
+
 struct Shape {
   int64_t rows, cols;
   const char* name;
@@ -208,18 +232,30 @@ int register_all() {
       if (big && t != GgmlType::Q4_K && t != GgmlType::Q6_K && t != GgmlType::Q8_0) continue;
       const std::string name = "Matvec/" + std::string(quant::type_name(t)) + "/" + s.name;
       benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, s.rows, s.cols, false,
-                                   quant::ActivationRounding::match_ggml)
+                                   quant::ActivationRounding::match_ggml, false)
           ->Arg(1)->Arg(2)->UseRealTime();
     }
   }
   // The float-activation kernels (ActivationRounding::exact) and the scalar reference path, for comparison.
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::MXFP4}) {
     const std::string exact = "MatvecExact/" + std::string(quant::type_name(t)) + "/2048x4096";
-    benchmark::RegisterBenchmark(exact.c_str(), BM_Matvec, t, 2048, 4096, false, quant::ActivationRounding::exact)
+    benchmark::RegisterBenchmark(exact.c_str(), BM_Matvec, t, 2048, 4096, false, quant::ActivationRounding::exact,
+                                 false)
+        ->Arg(1)->Arg(2)->UseRealTime();
+    const std::string hot = "MatvecHot/" + std::string(quant::type_name(t)) + "/768x2048";
+    benchmark::RegisterBenchmark(hot.c_str(), BM_Matvec, t, 768, 2048, false, quant::ActivationRounding::match_ggml,
+                                 true)
         ->Arg(1)->Arg(2)->UseRealTime();
     const std::string name = "MatvecReference/" + std::string(quant::type_name(t)) + "/768x2048";
-    benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, 768, 2048, true, quant::ActivationRounding::exact)
+    benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, 768, 2048, true, quant::ActivationRounding::exact,
+                                 false)
         ->Arg(1)->UseRealTime();
+  }
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::MXFP4}) {
+    for (int64_t n_tok : {8, 128}) {
+      const std::string name = "Matmul/" + std::string(quant::type_name(t)) + "/768x2048/tok" + std::to_string(n_tok);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok)->Arg(1)->Arg(2)->UseRealTime();
+    }
   }
   return 0;
 }

@@ -70,7 +70,7 @@ void DecoderModel::setup(const DecoderSizes& s) {
   info_.n_expert = s.n_expert;
   info_.n_expert_used = s.n_expert_used;
   kv_ = KvCache(hp_.n_layer, info_.n_ctx, s.kv_width, opts_.kv_type);
-  mm_ = quant::MatmulScratch(std::max(s.max_cols, D), B, opts_.rounding);
+  mm_ = quant::MatmulScratch(std::max(s.max_cols, D), B, opts_.rounding, B * std::max<int64_t>(s.n_expert_used, 1));
   if (opts_.threads > 1) {
     pool_ = std::make_unique<util::ThreadPool>(opts_.threads);
     mm_.set_pool(pool_.get());

@@ -18,12 +18,14 @@ MoeFfn::MoeFfn(const RouterConfig& router, const GluConfig& glu, int64_t n_embd,
       count_(static_cast<size_t>(router.n_expert)),
       start_(static_cast<size_t>(router.n_expert)),
       slots_(static_cast<size_t>(max_tok * router.n_used)),
+      pos_(static_cast<size_t>(max_tok * router.n_used)),
       chosen_(static_cast<size_t>(router.n_expert)),
-      xg_(static_cast<size_t>(max_tok * n_embd)),
-      gate_(static_cast<size_t>(max_tok * n_ff)),
-      up_(static_cast<size_t>(max_tok * n_ff)),
-      yg_(static_cast<size_t>(max_tok * n_embd)),
-      per_slot_(static_cast<size_t>(max_tok * router.n_used * n_embd)) {}
+      xg_(static_cast<size_t>(max_tok * router.n_used * n_embd)),
+      gate_(static_cast<size_t>(max_tok * router.n_used * n_ff)),
+      up_(static_cast<size_t>(max_tok * router.n_used * n_ff)),
+      per_slot_(static_cast<size_t>(max_tok * router.n_used * n_embd)),
+      products_(static_cast<size_t>(2 * router.n_expert)),
+      groups_(static_cast<size_t>(router.n_expert)) {}
 
 void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& experts, const float* x,
                      int64_t n_tok, float* out, int32_t* routing, quant::MatmulScratch& mm) {
@@ -55,51 +57,73 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
   }
   for (int64_t ts = 0; ts < n_tok * K; ++ts) {
     const auto e = static_cast<size_t>(ids_[static_cast<size_t>(ts)]);
-    slots_[static_cast<size_t>(start_[e] + count_[e]++)] = static_cast<int32_t>(ts);
+    const int32_t p = start_[e] + count_[e]++;
+    slots_[static_cast<size_t>(p)] = static_cast<int32_t>(ts);
+    pos_[static_cast<size_t>(ts)] = p;
   }
 
   x_ = x;
   mm_ = &mm;
   experts.fetch(layer, std::span<const int32_t>(chosen_.data(), static_cast<size_t>(n_chosen)), *this);
 
+  const auto slot_out = [&](int64_t ts) { return per_slot_.data() + pos_[static_cast<size_t>(ts)] * D; };
   for (int64_t t = 0; t < n_tok; ++t) {
     float* o = out + t * D;
-    std::memcpy(o, per_slot_.data() + t * K * D, sizeof(float) * static_cast<size_t>(D));
+    std::memcpy(o, slot_out(t * K), sizeof(float) * static_cast<size_t>(D));
     for (int64_t s = 1; s < K; ++s) {
-      const float* p = per_slot_.data() + (t * K + s) * D;
+      const float* p = slot_out(t * K + s);
       for (int64_t i = 0; i < D; ++i) o[i] += p[i];
     }
   }
 }
 
-void MoeFfn::on_expert(int32_t expert, const moe::ExpertWeights& w) {
+void MoeFfn::on_experts(std::span<const int32_t> experts, std::span<const moe::ExpertWeights> weights) {
+  assert(experts.size() == weights.size() && !experts.empty());
   const int64_t K = router_.n_used, D = n_embd_, F = n_ff_;
-  const auto e = static_cast<size_t>(expert);
-  const int32_t* slots = slots_.data() + start_[e];
-  const int64_t n = count_[e];
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = slots[i] / K;
-    std::memcpy(xg_.data() + i * D, x_ + t * D, sizeof(float) * static_cast<size_t>(D));
-  }
-  const quant::Product gate_up[] = {{w.gate, gate_.data()}, {w.up, up_.data()}};
-  quant::matmul_shared_x(gate_up, xg_.data(), n, *mm_);
-  for (int64_t i = 0; i < n; ++i) {
-    float* g = gate_.data() + i * F;
-    float* u = up_.data() + i * F;
-    if (w.gate_bias != nullptr) {
-      for (int64_t j = 0; j < F; ++j) g[j] += w.gate_bias[j];
+  const size_t n = experts.size();
+  // Gate and up of every expert of the delivery, each on its own tokens' rows.
+  for (size_t i = 0; i < n; ++i) {
+    const auto e = static_cast<size_t>(experts[i]);
+    const int64_t p0 = start_[e], nt = count_[e];
+    for (int64_t p = p0; p < p0 + nt; ++p) {
+      const int64_t t = slots_[static_cast<size_t>(p)] / K;
+      std::memcpy(xg_.data() + p * D, x_ + t * D, sizeof(float) * static_cast<size_t>(D));
     }
-    if (w.up_bias != nullptr) {
-      for (int64_t j = 0; j < F; ++j) u[j] += w.up_bias[j];
-    }
-    glu(glu_, g, u, g, F);
+    products_[2 * i] = {weights[i].gate, gate_.data() + p0 * F};
+    products_[2 * i + 1] = {weights[i].up, up_.data() + p0 * F};
+    groups_[i] = {std::span<const quant::Product>(products_.data() + 2 * i, 2), xg_.data() + p0 * D, nt};
   }
-  quant::matmul(w.down, gate_.data(), yg_.data(), n, *mm_);
-  for (int64_t i = 0; i < n; ++i) {
-    const float wt = weights_[static_cast<size_t>(slots[i])];
-    const float* y = yg_.data() + i * D;
-    float* dst = per_slot_.data() + static_cast<int64_t>(slots[i]) * D;
-    for (int64_t j = 0; j < D; ++j) dst[j] = wt * (y[j] + (w.down_bias != nullptr ? w.down_bias[j] : 0.0f));
+  quant::matmul_groups(std::span<const quant::ProductGroup>(groups_.data(), n), *mm_);
+  for (size_t i = 0; i < n; ++i) {
+    const moe::ExpertWeights& w = weights[i];
+    const auto e = static_cast<size_t>(experts[i]);
+    for (int64_t p = start_[e]; p < start_[e] + count_[e]; ++p) {
+      float* g = gate_.data() + p * F;
+      float* u = up_.data() + p * F;
+      if (w.gate_bias != nullptr) {
+        for (int64_t j = 0; j < F; ++j) g[j] += w.gate_bias[j];
+      }
+      if (w.up_bias != nullptr) {
+        for (int64_t j = 0; j < F; ++j) u[j] += w.up_bias[j];
+      }
+      glu(glu_, g, u, g, F);
+    }
+  }
+  // Down of every expert, straight into its positions of per_slot_, then weighted in place.
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t p0 = start_[static_cast<size_t>(experts[i])];
+    products_[i] = {weights[i].down, per_slot_.data() + p0 * D};
+    groups_[i] = {std::span<const quant::Product>(products_.data() + i, 1), gate_.data() + p0 * F, groups_[i].n_tok};
+  }
+  quant::matmul_groups(std::span<const quant::ProductGroup>(groups_.data(), n), *mm_);
+  for (size_t i = 0; i < n; ++i) {
+    const float* bias = weights[i].down_bias;
+    const auto e = static_cast<size_t>(experts[i]);
+    for (int64_t p = start_[e]; p < start_[e] + count_[e]; ++p) {
+      const float wt = weights_[static_cast<size_t>(slots_[static_cast<size_t>(p)])];
+      float* y = per_slot_.data() + p * D;
+      for (int64_t j = 0; j < D; ++j) y[j] = wt * (y[j] + (bias != nullptr ? bias[j] : 0.0f));
+    }
   }
 }
 

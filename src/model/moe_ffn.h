@@ -1,13 +1,16 @@
 // Routed mixture-of-experts feed-forward block:
 //   out[t] = sum over the k experts e chosen for token t of  weight[t, e] * down_e(glu(gate_e(x[t]) + bg_e,
 //            up_e(x[t]) + bu_e)) + bd_e
-// (biases only for gpt-oss). Routing is done for the whole batch first; then the tokens are grouped by expert so
-// each chosen expert's weights are read once per batch, and the layer's expert set is requested from the
-// ExpertSource in one call, computing each expert as it arrives. Each (token, slot) result is kept apart and the
-// slots are summed in routing order at the end, so the output does not depend on the order experts arrive in.
+// (biases only for gpt-oss). Routing is done for the whole batch first; then the (token, slot) pairs are grouped
+// by expert so each chosen expert's weights are read once per batch, and the layer's expert set is requested from
+// the ExpertSource in one call. Each batch of experts it delivers is computed in two passes of the thread pool
+// (every expert's gate and up, then every expert's down: quant::matmul_groups), not two per expert. Each
+// (token, slot) result is kept apart and the slots are summed in routing order at the end, so the output does
+// not depend on the order or grouping in which experts arrive.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/glu.h"
@@ -37,7 +40,7 @@ class MoeFfn final : private moe::ExpertConsumer {
   void set_routing_override(RoutingOverride* o) { override_ = o; }
 
  private:
-  void on_expert(int32_t expert, const moe::ExpertWeights& w) override;
+  void on_experts(std::span<const int32_t> experts, std::span<const moe::ExpertWeights> weights) override;
 
   RouterConfig router_;
   GluConfig glu_;
@@ -48,15 +51,18 @@ class MoeFfn final : private moe::ExpertConsumer {
   std::vector<float> weights_;   // [max_tok, n_used]: their mixing weights
   std::vector<int32_t> count_;   // [n_expert]: tokens routed to each expert
   std::vector<int32_t> start_;   // [n_expert]: offset of each expert's list in slots_
-  std::vector<int32_t> slots_;   // [max_tok * n_used]: (token * n_used + slot) grouped by expert
+  // The (token, slot) pairs grouped by expert: "position" p below is an index into this order.
+  std::vector<int32_t> slots_;   // [max_tok * n_used]: position -> token * n_used + slot
+  std::vector<int32_t> pos_;     // [max_tok * n_used]: token * n_used + slot -> position
   std::vector<int32_t> chosen_;  // [n_expert]: distinct experts of this batch
-  std::vector<float> xg_;        // [max_tok, n_embd]: gathered inputs of one expert's tokens
-  std::vector<float> gate_;      // [max_tok, n_ff]
-  std::vector<float> up_;        // [max_tok, n_ff]
-  std::vector<float> yg_;        // [max_tok, n_embd]: one expert's outputs
-  std::vector<float> per_slot_;  // [max_tok, n_used, n_embd]: weighted expert outputs per (token, slot)
+  std::vector<float> xg_;        // [max_tok * n_used, n_embd]: the input row of each position
+  std::vector<float> gate_;      // [max_tok * n_used, n_ff]: gate projection per position, then the GLU output
+  std::vector<float> up_;        // [max_tok * n_used, n_ff]
+  std::vector<float> per_slot_;  // [max_tok * n_used, n_embd]: weighted expert output per position
+  std::vector<quant::Product> products_;    // [2 * n_expert]: one delivery's products
+  std::vector<quant::ProductGroup> groups_;  // [n_expert]: one delivery's experts
   RoutingOverride* override_ = nullptr;  // not owned; see set_routing_override
-  // Per-call state read by on_expert.
+  // Per-call state read by on_experts.
   const float* x_ = nullptr;
   quant::MatmulScratch* mm_ = nullptr;
 };

@@ -2,10 +2,11 @@
 // streamed into a cache (see the streaming issue) while the resident implementation simply points into the mmap.
 //
 // Protocol. For one layer, the MoE block asks for the set of experts its tokens were routed to, all at once, and
-// receives each one through ExpertConsumer::on_expert as it becomes available, in any order, on the calling
+// receives them through ExpertConsumer::on_experts as they become available, in batches (every expert available
+// at that moment, so the block can compute them in one pass of its threads), in any order, on the calling
 // thread. fetch() returns after every requested expert has been delivered exactly once. A view is valid only
-// during its on_expert call: a cache may recycle the slot afterwards. The resident source delivers everything
-// immediately, in request order.
+// during its on_experts call: a cache may recycle the slot afterwards. The resident source delivers everything
+// immediately, in one batch, in request order.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +39,10 @@ struct ExpertWeights {
 class ExpertConsumer {
  public:
   virtual ~ExpertConsumer() = default;
-  virtual void on_expert(int32_t expert, const ExpertWeights& w) = 0;
+  // experts[i]'s weights are weights[i]; the spans have the same length, at least 1.
+  virtual void on_experts(std::span<const int32_t> experts, std::span<const ExpertWeights> weights) = 0;
+  // A batch of one.
+  void on_expert(int32_t expert, const ExpertWeights& w) { on_experts({&expert, 1}, {&w, 1}); }
 };
 
 class ExpertSource {

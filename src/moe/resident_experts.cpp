@@ -10,6 +10,7 @@ ResidentExperts::ResidentExperts(const gguf::GgufModel& model, const ExpertShape
   const model::TensorBinder bind(model);
   const int64_t E = shape.n_expert, D = shape.n_embd, F = shape.n_ff;
   layers_.resize(static_cast<size_t>(shape.n_layer));
+  batch_.resize(static_cast<size_t>(E));
   for (int64_t il = 0; il < shape.n_layer; ++il) {
     Layer& l = layers_[static_cast<size_t>(il)];
     l.gate = bind.matrix_stack(model::block_tensor(il, "ffn_gate_exps.weight"), D, F, E);
@@ -52,7 +53,9 @@ ExpertWeights ResidentExperts::expert(int64_t layer, int32_t e) const {
 }
 
 void ResidentExperts::fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) {
-  for (int32_t e : experts) consumer.on_expert(e, expert(layer, e));
+  if (experts.empty()) return;
+  for (size_t i = 0; i < experts.size(); ++i) batch_[i] = expert(layer, experts[i]);
+  consumer.on_experts(experts, std::span<const ExpertWeights>(batch_.data(), experts.size()));
 }
 
 }  // namespace moetier::moe

@@ -32,6 +32,7 @@ class ResidentExperts final : public ExpertSource {
   };
   ExpertShape shape_;
   std::vector<Layer> layers_;
+  std::vector<ExpertWeights> batch_;  // [n_expert]: the views of one fetch, delivered as one batch
 };
 
 }  // namespace moetier::moe

@@ -69,6 +69,8 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
   read_before_.assign(n_keys, 0);
   jobs_.resize(E);
   hits_.resize(E);
+  batch_.resize(E);
+  batch_ids_.resize(E);
   waiting_.resize(E);
   ready_.resize(E);
   free_working_.reserve(static_cast<size_t>(n_working));
@@ -223,9 +225,13 @@ void StreamingExperts::fetch(int64_t layer, std::span<const int32_t> experts, Ex
   auto deliver_hits = [&] {
     for (size_t i = 0; i < n_hits; ++i) {
       const int32_t e = hits_[i];
-      consumer.on_expert(e, store_.view(layer, e, arena_.slot(slot_of_[key(layer, e)])));
+      batch_[i] = store_.view(layer, e, arena_.slot(slot_of_[key(layer, e)]));
     }
     hits_delivered = true;
+    if (n_hits > 0) {
+      consumer.on_experts(std::span<const int32_t>(hits_.data(), n_hits),
+                          std::span<const ExpertWeights>(batch_.data(), n_hits));
+    }
   };
   try {
     if (opts_.overlap) deliver_hits();
@@ -261,7 +267,15 @@ void StreamingExperts::fetch(int64_t layer, std::span<const int32_t> experts, Ex
           if (!hits_delivered) deliver_hits();
           const size_t n = n_ready_;
           n_ready_ = 0;
-          for (size_t i = 0; i < n; ++i) deliver(layer, jobs_[static_cast<size_t>(ready_[i])], consumer);
+          for (size_t i = 0; i < n; ++i) {
+            const Job& landed = jobs_[static_cast<size_t>(ready_[i])];
+            batch_ids_[i] = landed.expert;
+            batch_[i] = store_.view(layer, landed.expert, landed.slot);
+          }
+          if (n > 0) {
+            consumer.on_experts(std::span<const int32_t>(batch_ids_.data(), n),
+                                std::span<const ExpertWeights>(batch_.data(), n));
+          }
           for (size_t i = 0; i < n; ++i) finish_job(layer, jobs_[static_cast<size_t>(ready_[i])]);
         }
       }

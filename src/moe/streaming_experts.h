@@ -140,6 +140,8 @@ class StreamingExperts final : public ExpertSource {
   std::vector<uint8_t> read_before_;  // [n_layer * n_expert] 1 once an expert has been read
   std::vector<Job> jobs_;             // [n_expert] reads of the current fetch
   std::vector<int32_t> hits_;         // [n_expert] experts of the current fetch found in the cache
+  std::vector<ExpertWeights> batch_;  // [n_expert] views delivered together (the hits; a round of reads)
+  std::vector<int32_t> batch_ids_;    // [n_expert] their expert ids
   std::vector<int32_t> waiting_;      // [n_expert] non-retained misses waiting for a working slot (FIFO)
   size_t waiting_head_ = 0, waiting_n_ = 0;
   std::vector<int32_t> free_working_;  // stack of free working slots

@@ -1,6 +1,7 @@
 #include "quant/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -12,15 +13,16 @@
 
 namespace moetier::quant {
 
-MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRounding rounding)
+MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRounding rounding, int64_t max_group_rows)
     : rounding_(rounding),
       max_cols_(max_cols),
       max_tok_(max_tok),
+      max_q8_rows_(std::max(max_tok, max_group_rows)),
       wrow_(static_cast<size_t>(max_cols)),
       xr_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * max_tok) : 0),
-      xq_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * max_tok) : 0),
-      xd_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 32 * max_tok) : 0),
-      xs_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 16 * max_tok) : 0) {}
+      xq_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * max_q8_rows_) : 0),
+      xd_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 32 * max_q8_rows_) : 0),
+      xs_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 16 * max_q8_rows_) : 0) {}
 
 namespace {
 
@@ -152,62 +154,149 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tok, Matmul
 }
 
 void matmul_shared_x(std::span<const Product> ps, const float* x, int64_t n_tok, MatmulScratch& scratch) {
-  assert(!ps.empty());
-  const WeightView& w0 = ps.front().w;
-  for (const Product& p : ps) {
-    assert(p.w.cols <= scratch.max_cols_ && n_tok <= scratch.max_tok_);
-    if (p.w.type != w0.type || p.w.cols != w0.cols) {  // not one activation format: one product at a time
-      for (const Product& q : ps) matmul_shared_x(std::span<const Product>(&q, 1), x, n_tok, scratch);
-      return;
-    }
+  const ProductGroup g{ps, x, n_tok};
+  matmul_groups(std::span<const ProductGroup>(&g, 1), scratch);
+}
+
+namespace {
+
+// The activation format of a group whose products all have an integer kernel of the same format and width;
+// none otherwise (or with exact rounding).
+kernels::Q8Format group_format(const ProductGroup& g, ActivationRounding rounding) {
+  if (rounding != ActivationRounding::match_ggml) return kernels::Q8Format::none;
+  const WeightView& w0 = g.products.front().w;
+  const kernels::Q8Format f = kernels::has_kernel(w0.type) ? kernels::q8_format(w0.type) : kernels::Q8Format::none;
+  for (const Product& p : g.products) {
+    if (p.w.type != w0.type || p.w.cols != w0.cols) return kernels::Q8Format::none;
   }
-  if (!kernels::has_kernel(w0.type)) {
-    for (const Product& p : ps) matmul_reference(p.w, x, p.y, n_tok, scratch);
-    return;
-  }
-  const kernels::Q8Format f = scratch.rounding_ == ActivationRounding::match_ggml ? kernels::q8_format(w0.type)
-                                                                                 : kernels::Q8Format::none;
-  // The activations are quantized (or rounded) once, on the calling thread, for every row of every product.
-  kernels::Q8Rows xq;
-  const float* xs = x;
-  if (f != kernels::Q8Format::none) {
-    xq = scratch.quantized_activations(f, x, n_tok, w0.cols);
-  } else {
-    xs = scratch.rounded_activations(w0.type, x, n_tok, w0.cols);
-  }
-  // Rows [r0, r1) of the products' rows taken one after the other.
-  int64_t total = 0;
-  size_t bytes = 0;
-  for (const Product& p : ps) total += p.w.rows, bytes += static_cast<size_t>(p.w.rows) * p.w.row_bytes;
-  const auto rows = [&](int64_t r0, int64_t r1) {
-    int64_t base = 0;
-    for (const Product& p : ps) {
-      const int64_t a = std::max<int64_t>(r0 - base, 0), b = std::min<int64_t>(r1 - base, p.w.rows);
-      base += p.w.rows;
-      if (a >= b) continue;
-      if (f != kernels::Q8Format::none) {
-        kernels::matmul_rows_q8(p.w.type, p.w.data, p.w.row_bytes, xq, n_tok, p.y, p.w.rows, a, b);
-      } else {
-        kernels::matmul_rows(p.w.type, p.w.data, p.w.row_bytes, p.w.cols, xs, n_tok, p.y, p.w.rows, a, b);
-      }
-    }
-  };
+  return f;
+}
+
+}  // namespace
+
+void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch) {
   // Below ~64 KiB of weights (norm-sized products, tiny test models) waking the workers costs more than the
   // product itself (~10 us), so those run on the calling thread.
   constexpr size_t kMinParallelBytes = size_t{64} << 10;
-  util::ThreadPool* pool = scratch.pool_;
-  const int64_t n_threads = pool != nullptr ? pool->size() : 1;
-  if (n_threads == 1 || total < 2 * n_threads || bytes < kMinParallelBytes) {
-    rows(0, total);
+  // A group without the integer kernels: the float-activation kernels or the reference, product by product if
+  // the products differ in type or width.
+  const auto float_group = [&scratch](const ProductGroup& g) {
+    const std::span<const Product> ps = g.products;
+    const WeightView& w0 = ps.front().w;
+    for (const Product& p : ps) {
+      assert(p.w.cols <= scratch.max_cols_);
+      if (p.w.type != w0.type || p.w.cols != w0.cols) {  // not one activation format: one product at a time
+        for (const Product& q : ps) {
+          const ProductGroup one{std::span<const Product>(&q, 1), g.x, g.n_tok};
+          matmul_groups(std::span<const ProductGroup>(&one, 1), scratch);
+        }
+        return;
+      }
+    }
+    if (!kernels::has_kernel(w0.type)) {
+      for (const Product& p : ps) matmul_reference(p.w, g.x, p.y, g.n_tok, scratch);
+      return;
+    }
+    const int64_t n_tok = g.n_tok;
+    const float* xs = scratch.rounded_activations(w0.type, g.x, n_tok, w0.cols);
+    int64_t total = 0;
+    size_t bytes = 0;
+    for (const Product& p : ps) total += p.w.rows, bytes += static_cast<size_t>(p.w.rows) * p.w.row_bytes;
+    // Rows [r0, r1) of the products' rows taken one after the other.
+    const auto rows = [&](int64_t r0, int64_t r1) {
+      int64_t base = 0;
+      for (const Product& p : ps) {
+        const int64_t a = std::max<int64_t>(r0 - base, 0), b = std::min<int64_t>(r1 - base, p.w.rows);
+        base += p.w.rows;
+        if (a < b) kernels::matmul_rows(p.w.type, p.w.data, p.w.row_bytes, p.w.cols, xs, n_tok, p.y, p.w.rows, a, b);
+      }
+    };
+    util::ThreadPool* pool = scratch.pool_;
+    const int64_t n_threads = pool != nullptr ? pool->size() : 1;
+    if (n_threads == 1 || total < 2 * n_threads || bytes < kMinParallelBytes) {
+      rows(0, total);
+      return;
+    }
+    pool->run([&](int i) {
+      const auto split = [&](int64_t k) { return std::min(total, (total * k / n_threads + 3) / 4 * 4); };
+      const int64_t r0 = i == 0 ? 0 : split(i);
+      const int64_t r1 = i + 1 == n_threads ? total : split(i + 1);
+      if (r0 < r1) rows(r0, r1);
+    });
+  };
+
+  // The integer path takes every group at once; otherwise each group goes alone (rare: F16/BF16/F32 weights or
+  // --exact-activations).
+  size_t q8_rows = 0;
+  for (const ProductGroup& g : groups) {
+    assert(!g.products.empty() && g.n_tok >= 1 && g.n_tok <= scratch.max_tok_);
+    if (group_format(g, scratch.rounding_) == kernels::Q8Format::none) {
+      for (const ProductGroup& h : groups) float_group(h);
+      return;
+    }
+    q8_rows += static_cast<size_t>(g.n_tok);
+  }
+  assert(q8_rows <= static_cast<size_t>(scratch.max_q8_rows_));
+  (void)q8_rows;
+
+  // Each group's x quantized once, on the calling thread, into consecutive rows of the scratch.
+  constexpr size_t kMaxGroups = 64;  // a layer's chosen experts; more are taken in several passes
+  if (groups.size() > kMaxGroups) {
+    matmul_groups(groups.first(kMaxGroups), scratch);
+    matmul_groups(groups.subspan(kMaxGroups), scratch);
     return;
   }
-  // Contiguous row ranges, one per thread, rounded to multiples of 4 rows (whole cache lines of y when n_tok
-  // is 1). Threads write disjoint elements of the outputs.
+  std::array<kernels::Q8Rows, kMaxGroups> xq;
+  int8_t* q = scratch.xq_.data();
+  float* d = scratch.xd_.data();
+  int16_t* sums = scratch.xs_.data();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const ProductGroup& g = groups[i];
+    const int64_t cols = g.products.front().w.cols;
+    assert(cols <= scratch.max_cols_);
+    xq[i] = kernels::Q8Rows{group_format(g, scratch.rounding_), cols, q, d, sums};
+    for (int64_t tok = 0; tok < g.n_tok; ++tok) kernels::quantize_q8_row(g.x, tok, xq[i]);
+    q += g.n_tok * cols;
+    d += g.n_tok * (cols / 32);
+    sums += g.n_tok * (cols / 16);
+  }
+
+  // The products' rows taken one after the other, each costing row_bytes * (1 + n_tok): its bytes are read and
+  // unpacked once, then dotted with each token. Thread i takes the rows whose cost starts in [C i / n, C (i+1) / n).
+  int64_t cost = 0;
+  size_t bytes = 0;
+  for (const ProductGroup& g : groups) {
+    for (const Product& p : g.products) {
+      cost += p.w.rows * static_cast<int64_t>(p.w.row_bytes) * (1 + g.n_tok);
+      bytes += static_cast<size_t>(p.w.rows) * p.w.row_bytes;
+    }
+  }
+  const auto run = [&](int64_t c0, int64_t c1) {
+    int64_t base = 0;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const ProductGroup& g = groups[i];
+      for (const Product& p : g.products) {
+        const int64_t rc = static_cast<int64_t>(p.w.row_bytes) * (1 + g.n_tok);
+        // The first row whose cost starts at or after c, rounded up to a multiple of 4 rows (whole cache lines of
+        // y when n_tok is 1, so threads do not share lines).
+        const auto first_row = [&](int64_t c) {
+          if (c <= base) return int64_t{0};
+          return std::min(p.w.rows, ((c - base + rc - 1) / rc + 3) / 4 * 4);
+        };
+        const int64_t a = first_row(c0), b = first_row(c1);
+        base += p.w.rows * rc;
+        if (a < b) kernels::matmul_rows_q8(p.w.type, p.w.data, p.w.row_bytes, xq[i], g.n_tok, p.y, p.w.rows, a, b);
+      }
+    }
+  };
+  util::ThreadPool* pool = scratch.pool_;
+  const int64_t n_threads = pool != nullptr ? pool->size() : 1;
+  if (n_threads == 1 || bytes < kMinParallelBytes) {
+    run(0, cost);
+    return;
+  }
   pool->run([&](int i) {
-    const auto split = [&](int64_t k) { return std::min(total, (total * k / n_threads + 3) / 4 * 4); };
-    const int64_t r0 = i == 0 ? 0 : split(i);
-    const int64_t r1 = i + 1 == n_threads ? total : split(i + 1);
-    if (r0 < r1) rows(r0, r1);
+    run(i == 0 ? 0 : cost * i / n_threads, i + 1 == n_threads ? cost : cost * (i + 1) / n_threads);
   });
 }
 

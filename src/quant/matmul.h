@@ -51,13 +51,16 @@ struct WeightView {
 enum class ActivationRounding { exact, match_ggml };
 
 struct Product;
+struct ProductGroup;
 
 // Per-thread working memory for matmul, sized at setup for the widest matrix and the largest batch, so the
 // forward pass allocates nothing.
 class MatmulScratch {
  public:
   MatmulScratch() = default;
-  MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRounding rounding);
+  // max_group_rows: the most activation rows one matmul_groups call quantizes, all groups together (a MoE
+  // layer's n_tok * n_expert_used); matmul and matmul_shared_x need only max_tok.
+  MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRounding rounding, int64_t max_group_rows = 0);
   ActivationRounding rounding() const { return rounding_; }
   int64_t max_cols() const { return max_cols_; }
   int64_t max_tok() const { return max_tok_; }
@@ -68,6 +71,7 @@ class MatmulScratch {
 
  private:
   friend void matmul_shared_x(std::span<const Product>, const float*, int64_t, MatmulScratch&);
+  friend void matmul_groups(std::span<const ProductGroup>, MatmulScratch&);
   friend void matmul_reference(const WeightView&, const float*, float*, int64_t, MatmulScratch&);
   const float* rounded_activations(GgmlType t, const float* x, int64_t n_tok, int64_t cols);
   kernels::Q8Rows quantized_activations(kernels::Q8Format f, const float* x, int64_t n_tok, int64_t cols);
@@ -75,11 +79,12 @@ class MatmulScratch {
   ActivationRounding rounding_ = ActivationRounding::exact;
   int64_t max_cols_ = 0;
   int64_t max_tok_ = 0;
+  int64_t max_q8_rows_ = 0;  // rows of xq_ / xd_ / xs_: max(max_tok, max_group_rows)
   std::vector<float> wrow_;  // [max_cols]: one dequantized weight row
   std::vector<float> xr_;    // [max_tok, max_cols]: activations rounded to the weight's vec_dot type
-  std::vector<int8_t> xq_;   // [max_tok, max_cols]: 8-bit activation codes (match_ggml)
-  std::vector<float> xd_;    // [max_tok, max_cols / 32]: their block scales
-  std::vector<int16_t> xs_;  // [max_tok, max_cols / 16]: their sums of 16
+  std::vector<int8_t> xq_;   // [max_q8_rows, max_cols]: 8-bit activation codes (match_ggml)
+  std::vector<float> xd_;    // [max_q8_rows, max_cols / 32]: their block scales
+  std::vector<int16_t> xs_;  // [max_q8_rows, max_cols / 16]: their sums of 16
 };
 
 // y[t, r] = sum_c w[r, c] * x[t, c] for t < n_tok, r < w.rows.
@@ -98,6 +103,19 @@ struct Product {
 // pool instead of one per product. Results are bit-identical to separate matmul() calls. Products whose weights
 // differ in type or cols are computed one at a time.
 void matmul_shared_x(std::span<const Product> products, const float* x, int64_t n_tok, MatmulScratch& scratch);
+
+// Products with different activations in one pass (a MoE layer: each chosen expert's gate and up on its own
+// tokens, then every expert's down): each group's x is quantized once, then the rows of all the products are
+// split across the threads by their cost (a row's bytes, read once, times 1 + its group's tokens), so the pool
+// wakes once for the whole set instead of once per expert. Results are bit-identical to matmul_shared_x on each
+// group. Groups must fit the scratch's max_group_rows (asserted). Where the integer kernels do not apply (exact
+// rounding, F16/BF16/F32 weights, a group mixing types or widths) the groups run one after the other.
+struct ProductGroup {
+  std::span<const Product> products;  // all of the same type and cols
+  const float* x = nullptr;           // [n_tok, cols]
+  int64_t n_tok = 0;
+};
+void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch);
 
 // The same product by the scalar reference path (dequantize row, dot), on the calling thread: the spec the
 // kernels are tested against, and the baseline of bench_matvec.
