@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "quant/fp16.h"
@@ -54,6 +55,26 @@ HWY_INLINE void LookupNibbles(const int8_t (&table)[16], const uint8_t* qs, int8
   hn::StoreU(hn::TableLookupBytes(tbl, hn::BitCast(d8, hn::And(v, hn::Set(du8, uint8_t{0xf})))), d8, out);
   hn::StoreU(hn::TableLookupBytes(tbl, hn::BitCast(d8, hn::ShiftRight<4>(v))), d8, out + 16);
 #endif
+}
+
+// Rows r0 .. r1 - 1 of w, tokens four at a time: tile(std::integral_constant<size_t, NT>{}, row, r, t) computes
+// tokens t .. t + NT - 1 of row r (NT = 4, then the 1-3 left over), so each row's blocks are decoded once per
+// four tokens; four tokens' accumulators and the operands fit AVX2's 16 vector registers. The kernels' common
+// driver (float and integer, portable and AVX2).
+template <class Tile>
+HWY_INLINE void RowsByTokenTiles(const uint8_t* w, size_t row_bytes, int64_t n_tok, int64_t r0, int64_t r1,
+                                 const Tile& tile) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    int64_t t = 0;
+    for (; t + 4 <= n_tok; t += 4) tile(std::integral_constant<size_t, 4>{}, row, r, t);
+    switch (n_tok - t) {
+      case 3: tile(std::integral_constant<size_t, 3>{}, row, r, t); break;
+      case 2: tile(std::integral_constant<size_t, 2>{}, row, r, t); break;
+      case 1: tile(std::integral_constant<size_t, 1>{}, row, r, t); break;
+      default: break;
+    }
+  }
 }
 
 }  // namespace HWY_NAMESPACE

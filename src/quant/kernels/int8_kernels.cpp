@@ -366,18 +366,9 @@ HWY_INLINE void DotTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
 template <class Dec>
 void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
           int64_t r0, int64_t r1) {
-  constexpr int64_t kTile = 4;  // tokens per decoded block
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-    int64_t t = 0;
-    for (; t + kTile <= n_tok; t += kTile) DotTile<Dec, 4>(row, x, t, y + t * y_stride + r, y_stride);
-    switch (n_tok - t) {
-      case 3: DotTile<Dec, 3>(row, x, t, y + t * y_stride + r, y_stride); break;
-      case 2: DotTile<Dec, 2>(row, x, t, y + t * y_stride + r, y_stride); break;
-      case 1: DotTile<Dec, 1>(row, x, t, y + t * y_stride + r, y_stride); break;
-      default: break;
-    }
-  }
+  RowsByTokenTiles(w, row_bytes, n_tok, r0, r1, [&](auto nt, const uint8_t* row, int64_t r, int64_t t) HWY_ATTR {
+    DotTile<Dec, decltype(nt)::value>(row, x, t, y + t * y_stride + r, y_stride);
+  });
 }
 
 void MatmulRowsQ8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,

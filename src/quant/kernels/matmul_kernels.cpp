@@ -366,18 +366,9 @@ HWY_INLINE void DotTile(const uint8_t* HWY_RESTRICT row, int64_t cols, const flo
 template <class Dec>
 void Rows(const uint8_t* w, size_t row_bytes, int64_t cols, const float* x, int64_t n_tok, float* y,
           int64_t y_stride, int64_t r0, int64_t r1) {
-  constexpr int64_t kTile = 4;  // tokens per pass over a row: 4 x 2 accumulators + operands fit 16 registers
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-    int64_t t = 0;
-    for (; t + kTile <= n_tok; t += kTile) DotTile<Dec, 4>(row, cols, x + t * cols, y + t * y_stride + r, y_stride);
-    switch (n_tok - t) {
-      case 3: DotTile<Dec, 3>(row, cols, x + t * cols, y + t * y_stride + r, y_stride); break;
-      case 2: DotTile<Dec, 2>(row, cols, x + t * cols, y + t * y_stride + r, y_stride); break;
-      case 1: DotTile<Dec, 1>(row, cols, x + t * cols, y + t * y_stride + r, y_stride); break;
-      default: break;
-    }
-  }
+  RowsByTokenTiles(w, row_bytes, n_tok, r0, r1, [&](auto nt, const uint8_t* row, int64_t r, int64_t t) HWY_ATTR {
+    DotTile<Dec, decltype(nt)::value>(row, cols, x + t * cols, y + t * y_stride + r, y_stride);
+  });
 }
 
 void MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t cols, const float* x, int64_t n_tok,
