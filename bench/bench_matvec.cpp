@@ -119,8 +119,12 @@ void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
                                                  benchmark::Counter::OneK::kIs1000);
 }
 
+// The kernels' software prefetch distance (quant/kernels/block_bytes-inl.h).
+constexpr size_t kPrefetchAhead = 2048;
+
 // Sum of a 1 GiB buffer (integer adds, which the compiler vectorises), split across the pool's threads like
 // matmul's rows: the attainable read bandwidth the products are compared with.
+
 void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   constexpr size_t kWords = (size_t{1} << 30) / 8;
@@ -131,8 +135,15 @@ void BM_ReadBandwidth(benchmark::State& state) {
     p.run([&](int i) {
       const size_t b = kWords * static_cast<size_t>(i) / static_cast<size_t>(threads);
       const size_t e = kWords * static_cast<size_t>(i + 1) / static_cast<size_t>(threads);
+      // A cache line at a time, asking for the line kPrefetchAhead bytes on as the kernels do: the bound is
+      // measured with the read pattern the kernels use.
       uint64_t s = 0;
-      for (size_t k = b; k < e; ++k) s += buf[k];
+      size_t k = b;
+      for (; k + 8 <= e; k += 8) {
+        __builtin_prefetch(buf.data() + k + kPrefetchAhead / 8);
+        for (size_t j = 0; j < 8; ++j) s += buf[k + j];
+      }
+      for (; k < e; ++k) s += buf[k];
       sums[static_cast<size_t>(i) * 8] = s;
     });
     benchmark::DoNotOptimize(sums.data());

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "quant/fp16.h"
 
@@ -55,6 +56,17 @@ HWY_INLINE void LookupNibbles(const int8_t (&table)[16], const uint8_t* qs, int8
   hn::StoreU(hn::TableLookupBytes(tbl, hn::BitCast(d8, hn::And(v, hn::Set(du8, uint8_t{0xf})))), d8, out);
   hn::StoreU(hn::TableLookupBytes(tbl, hn::BitCast(d8, hn::ShiftRight<4>(v))), d8, out + 16);
 #endif
+}
+
+// One token's products (decode) are bound by memory: each kernel, at each block, asks for the bytes kPrefetchAhead
+// further on (the rows a thread takes are contiguous, so that is what it reads next), keeping more reads in flight
+// than the hardware prefetcher alone does. bench_matvec Matvec/Q4_K and Q6_K at 768x2048 and 2048x4096, 2 threads,
+// alternating runs: 10-12 GB/s without, 12-16 GB/s at 2048 bytes ahead; 4096 was no better. A prefetch never
+// faults, so reading ahead past the end of the matrix is harmless.
+inline constexpr size_t kPrefetchAhead = 2048;
+template <size_t kBytes>  // the block's size: one prefetch per 64-byte cache line of it
+HWY_INLINE void PrefetchAhead(const uint8_t* block) {
+  for (size_t off = 0; off < kBytes; off += 64) hwy::Prefetch(block + kPrefetchAhead + off);
 }
 
 // Rows r0 .. r1 - 1 of w, tokens four at a time: tile(std::integral_constant<size_t, NT>{}, row, r, t) computes

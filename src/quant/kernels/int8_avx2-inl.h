@@ -76,6 +76,7 @@ HWY_INLINE void Q4KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
   for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), macc[t] = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ4_K);
+    if constexpr (NT == 1) PrefetchAhead<sizeof(BlockQ4_K)>(blk);
     const float d = Fp16At(blk + offsetof(BlockQ4_K, d));
     const float dmin = Fp16At(blk + offsetof(BlockQ4_K, dmin));
     const __m128i sm = Q4KScalesMins(blk + offsetof(BlockQ4_K, scales));
@@ -185,6 +186,7 @@ HWY_INLINE void Q6KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
   for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ6_K);
+    if constexpr (NT == 1) PrefetchAhead<sizeof(BlockQ6_K)>(blk);
     const float d = Fp16At(blk + offsetof(BlockQ6_K, d));
     const auto* sc = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
@@ -283,6 +285,7 @@ HWY_INLINE void Block32Tile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, in
   };
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
+    if constexpr (NT == 1) PrefetchAhead<2 * W::kBytes>(row + static_cast<size_t>(b) * W::kBytes);
     block(b, acc[0]);
     block(b + 1, acc[1]);
   }

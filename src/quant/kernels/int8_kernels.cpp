@@ -340,6 +340,7 @@ HWY_INLINE void DotTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
     const uint8_t* blk = row + static_cast<size_t>(b) * Dec::kBytes;
     float d = 0.0f, dm = 0.0f;
     if constexpr (NT == 1) {
+      PrefetchAhead<Dec::kBytes>(blk);
       const int8_t* HWY_RESTRICT xq = x.q + t0 * cols + b * Dec::kQK;
       V32 s0 = hn::Zero(d32), s1 = hn::Zero(d32);
       Dec::Decode(blk, [&](size_t i, V16 v) { s0 = hn::ReorderWidenMulAccumulate(d32, v, LoadI8(xq + i), s0, s1); },

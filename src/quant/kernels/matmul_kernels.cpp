@@ -334,6 +334,7 @@ HWY_INLINE void DotTile(const uint8_t* HWY_RESTRICT row, int64_t cols, const flo
   for (size_t t = 0; t < NT; ++t) acc0[t] = acc1[t] = hn::Zero(df);
   HWY_ALIGN float buf[Dec::kQK];  // [kQK]: one decoded block
   for (int64_t b = 0; b < nb; ++b) {
+    if constexpr (NT == 1) PrefetchAhead<Dec::kBytes>(row + static_cast<size_t>(b) * Dec::kBytes);
     const float* HWY_RESTRICT w = Dec::Decode(row + static_cast<size_t>(b) * Dec::kBytes, buf);
     const float* xb = x + b * Dec::kQK;
     size_t i = 0;
