@@ -282,6 +282,9 @@ void StreamingExperts::fetch(int64_t layer, std::span<const int32_t> experts, Ex
     }
     if (!error_.empty()) fail("{}", error_);
     if (!hits_delivered) deliver_hits();
+    // Once per forward pass, after its last reads: a model file written, resized or replaced under the run stops
+    // it here, before the logits those reads fed are used (reads of rewritten bytes do not fail).
+    if (layer + 1 == store_.shape().n_layer) files_.check_unchanged();
     if (policy_) {
       const auto tm = Clock::now();
       issue_swaps();  // the fetch's own reads are done: the lanes are idle until the next fetch

@@ -16,6 +16,14 @@
 
 namespace moetier::moe::io {
 
+namespace {
+
+int64_t mtime_ns(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + static_cast<int64_t>(st.st_mtim.tv_nsec);
+}
+
+}  // namespace
+
 ModelFiles::ModelFiles(const std::vector<std::filesystem::path>& paths, const FileOptions& opts) {
   files_.reserve(paths.size());
   for (const auto& p : paths) {
@@ -37,6 +45,7 @@ ModelFiles::ModelFiles(const std::vector<std::filesystem::path>& paths, const Fi
     f.size = static_cast<uint64_t>(st.st_size);
     f.dev = static_cast<uint64_t>(st.st_dev);
     f.ino = static_cast<uint64_t>(st.st_ino);
+    f.mtime_ns = mtime_ns(st);
     files_.push_back(std::move(f));
   }
 
@@ -145,6 +154,29 @@ std::string ModelFiles::describe_failure(uint32_t fi, uint64_t offset, uint64_t 
                       static_cast<uint64_t>(st.st_size));
   }
   return fmt::format("read of {} at offset {} ({} bytes) {}{}", f.path.string(), offset, want, what, why);
+}
+
+void ModelFiles::check_unchanged() const {
+  for (const File& f : files_) {
+    struct stat now {};
+    std::string why;
+    if (::stat(f.path.c_str(), &now) != 0) {
+      why = "is gone";
+    } else if (static_cast<uint64_t>(now.st_dev) != f.dev || static_cast<uint64_t>(now.st_ino) != f.ino) {
+      why = "was replaced by another file";
+    } else if (fstat(f.buffered_fd, &now) != 0) {
+      why = fmt::format("cannot be stat'ed ({})", std::strerror(errno));
+    } else if (static_cast<uint64_t>(now.st_size) != f.size) {
+      why = fmt::format("changed size from {} to {} bytes", f.size, static_cast<uint64_t>(now.st_size));
+    } else if (mtime_ns(now) != f.mtime_ns) {
+      why = "was written to (its modification time changed)";
+    }
+    if (!why.empty()) {
+      fail("model file {} {} while in use: generation stopped, since the weights read may be mixed; restart to "
+           "load the file as it is now",
+           f.path.string(), why);
+    }
+  }
 }
 
 }  // namespace moetier::moe::io

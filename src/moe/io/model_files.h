@@ -56,11 +56,18 @@ class ModelFiles {
   // names the file and the offset, and says whether the file is now shorter than at open or was replaced.
   std::string describe_failure(uint32_t f, uint64_t offset, uint64_t want, int64_t result) const;
 
+  // Throws moetier::Error naming the file when a file changed since it was opened: its path is gone or names
+  // another file (replaced), its size changed, or it was written in place (its modification time moved). Reads
+  // of bytes rewritten in place succeed, so without this check they would feed other weights to the model.
+  // An fstat and a stat per file (a few microseconds); the streaming store calls it once per forward pass.
+  void check_unchanged() const;
+
  private:
   struct File {
     std::filesystem::path path;
     uint64_t size = 0;
     uint64_t dev = 0, ino = 0;  // identity at open, to tell a replaced file from a truncated one
+    int64_t mtime_ns = 0;       // modification time at open (ns since the epoch), to see writes in place
     int direct_fd = -1;
     int buffered_fd = -1;
   };
