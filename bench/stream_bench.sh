@@ -5,7 +5,8 @@
 #   bench/stream_bench.sh [MODEL.gguf]
 #     MODEL     default build/bench/qwen3-30b-a3b-Q4_K_M.gguf (written with `moetier synth` if missing, ~17 GB)
 #   env: RUNS (3) runs per configuration, TOKENS (32) decode tokens, CAP_GIB (8) memory cap, THREADS (2),
-#        PROMPT ("Once upon a time"), FIO_SECONDS (30)
+#        PROMPT ("Once upon a time"), FIO_SECONDS (30; 0 skips fio), CONFIGS (all: "stream2000 stream4000
+#        streamauto mmapcapped resident"; a subset runs only those, and the table lists only those)
 #
 # Prints a markdown table: per configuration, the median over RUNS of decode tok/s, MiB read per decode token,
 # cache hit rate and peak RSS; then the drive's direct random-read bandwidth (fio) at 1, 2 and 4 lanes.
@@ -73,22 +74,32 @@ row() {
     printf "| %s | %.2f | %.1f | %s | %s |\n", l, tps, mib, h, rss }'
 }
 
-run_config stream2000 1 --experts stream --cache-mb 2000
-run_config stream4000 1 --experts stream --cache-mb 4000
-run_config streamauto 1 --experts stream --cache-mb auto
-run_config mmapcapped 1 --experts resident
-run_config resident 0 --experts resident
+configs=${CONFIGS:-"stream2000 stream4000 streamauto mmapcapped resident"}
+for c in $configs; do
+  case $c in
+    stream2000 | stream4000 | streamauto | mmapcapped | resident) ;;
+    *) echo "stream_bench: unknown configuration '$c' in CONFIGS (stream2000 stream4000 streamauto mmapcapped resident)" >&2
+       exit 1 ;;
+  esac
+done
+selected() { case " $configs " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+selected stream2000 && run_config stream2000 1 --experts stream --cache-mb 2000
+selected stream4000 && run_config stream4000 1 --experts stream --cache-mb 4000
+selected streamauto && run_config streamauto 1 --experts stream --cache-mb auto
+selected mmapcapped && run_config mmapcapped 1 --experts resident
+selected resident && run_config resident 0 --experts resident
 
 echo "model: $model, $tokens decode tokens, -t $threads, median of $runs cold runs, cap ${cap_gib} GiB"
 echo
 echo "| configuration | decode tok/s | MiB read / token (whole run) | hit % | peak RSS MiB |"
 echo "| --- | --- | --- | --- | --- |"
-row stream2000 "stream, cache 2000 MiB, capped"
-row stream4000 "stream, cache 4000 MiB, capped"
-row streamauto "stream, cache auto, capped"
-row mmapcapped "resident (mmap), capped"
-row resident "resident, uncapped"
+selected stream2000 && row stream2000 "stream, cache 2000 MiB, capped"
+selected stream4000 && row stream4000 "stream, cache 4000 MiB, capped"
+selected streamauto && row streamauto "stream, cache auto, capped"
+selected mmapcapped && row mmapcapped "resident (mmap), capped"
+selected resident && row resident "resident, uncapped"
 
+[ "${FIO_SECONDS:-30}" = 0 ] && exit 0
 echo
 echo "Direct random-read bandwidth of the drive holding the model (fio, ${FIO_SECONDS:-30} s each):"
 for bs in 1M 4M; do
