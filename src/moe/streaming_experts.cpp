@@ -121,10 +121,6 @@ void StreamingExperts::start_waiting(int64_t layer) {
   }
 }
 
-void StreamingExperts::deliver(int64_t layer, const Job& job, ExpertConsumer& consumer) {
-  consumer.on_expert(job.expert, store_.view(layer, job.expert, job.slot));
-}
-
 void StreamingExperts::finish_job(int64_t layer, Job& job) {
   if (job.working >= 0) {
     free_working_.push_back(job.working);
@@ -235,13 +231,11 @@ void StreamingExperts::fetch(int64_t layer, std::span<const int32_t> experts, Ex
   };
   try {
     if (opts_.overlap) deliver_hits();
-    while (fg_outstanding_ > 0) {
-      const auto tw = Clock::now();
-      const io::ReadDone d = engine_->wait();
-      totals_.stall_ms += ms_since(tw);
+    // One landed read. A slice of a foreground job: when it is the job's last, the job joins ready_.
+    const auto on_read = [&](const io::ReadDone& d) {
       if ((d.tag & kSwapTag) != 0) {
         on_swap_read(d);
-        continue;
+        return;
       }
       --fg_outstanding_;
       totals_.io_ms += d.ms;
@@ -254,30 +248,41 @@ void StreamingExperts::fetch(int64_t layer, std::span<const int32_t> experts, Ex
           error_ = fmt::format("expert {} of layer {}: {}", job.expert, layer,
                                files_.describe_failure(r.shard, r.file_offset, r.length, d.result));
         }
-        continue;  // keep collecting the reads in flight; they target our slots
+        return;  // keep collecting the reads in flight; they target our slots
       }
-      if (--job.remaining > 0 || !error_.empty()) continue;
+      if (--job.remaining > 0 || !error_.empty()) return;
+      ready_[n_ready_++] = static_cast<int32_t>(d.tag >> kTagShift);
+    };
+    // The jobs in ready_ as one batch (one pass of the consumer's threads), then their working slots recycled,
+    // which starts reads that were waiting for one.
+    const auto deliver_ready = [&] {
+      const size_t n = n_ready_;
+      n_ready_ = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const Job& landed = jobs_[static_cast<size_t>(ready_[i])];
+        batch_ids_[i] = landed.expert;
+        batch_[i] = store_.view(layer, landed.expert, landed.slot);
+      }
+      if (n > 0) {
+        consumer.on_experts(std::span<const int32_t>(batch_ids_.data(), n),
+                            std::span<const ExpertWeights>(batch_.data(), n));
+      }
+      for (size_t i = 0; i < n; ++i) finish_job(layer, jobs_[static_cast<size_t>(ready_[i])]);
+    };
+    while (fg_outstanding_ > 0) {
+      const auto tw = Clock::now();
+      const io::ReadDone d = engine_->wait();
+      totals_.stall_ms += ms_since(tw);
+      on_read(d);
       if (opts_.overlap) {
-        deliver(layer, job, consumer);
-        finish_job(layer, job);
-      } else {
-        ready_[n_ready_++] = static_cast<int32_t>(d.tag >> kTagShift);
-        if (fg_outstanding_ == 0) {
-          // End of a round: deliver what landed, then recycle its working slots for the next round.
-          if (!hits_delivered) deliver_hits();
-          const size_t n = n_ready_;
-          n_ready_ = 0;
-          for (size_t i = 0; i < n; ++i) {
-            const Job& landed = jobs_[static_cast<size_t>(ready_[i])];
-            batch_ids_[i] = landed.expert;
-            batch_[i] = store_.view(layer, landed.expert, landed.slot);
-          }
-          if (n > 0) {
-            consumer.on_experts(std::span<const int32_t>(batch_ids_.data(), n),
-                                std::span<const ExpertWeights>(batch_.data(), n));
-          }
-          for (size_t i = 0; i < n; ++i) finish_job(layer, jobs_[static_cast<size_t>(ready_[i])]);
-        }
+        // Whatever else has landed meanwhile joins the batch.
+        io::ReadDone more;
+        while (engine_->try_wait(more)) on_read(more);
+        if (error_.empty()) deliver_ready();
+      } else if (fg_outstanding_ == 0 && error_.empty()) {
+        // End of a round: deliver what landed, then recycle its working slots for the next round.
+        if (!hits_delivered) deliver_hits();
+        deliver_ready();
       }
     }
     if (!error_.empty()) fail("{}", error_);

@@ -11,8 +11,8 @@
 // fetch(layer, experts): asks the policy which experts hit; frees evicted slots; submits the reads of every miss
 // to the read lanes at once (retained misses into free cache slots, the others into working slots, which are
 // recycled as their experts are delivered, so a prefill batch touching every expert of a layer needs only a few);
-// then, with overlap on, delivers the hits while the reads run and each missing expert as soon as its last slice
-// lands; with overlap off, waits for every read in flight before delivering (in rounds when the working slots
+// then, with overlap on, delivers the hits (one batch) while the reads run and each missing expert as soon as its
+// last slice lands (with any others that landed meanwhile, in one batch); with overlap off, waits for every read in flight before delivering (in rounds when the working slots
 // are fewer than the non-retained misses). The bytes delivered are the file's bytes, so results are
 // bit-identical to the resident source.
 //
@@ -57,7 +57,7 @@ struct StreamingOptions {
   PolicyParams policy_params;
   int lanes = 4;               // reads in flight at once
   io::EngineKind engine = io::kDefaultEngine;
-  bool overlap = true;         // deliver each expert as its read lands (false: after the whole round)
+  bool overlap = true;         // deliver experts as their reads land (false: after the whole round)
   bool direct = true;          // O_DIRECT reads (false = no_odirect: buffered pread)
   int working_slots = 0;       // slots for experts not retained; 0 = max(4, 2 * lanes)
   int64_t fail_read = -1;      // test hook: the read with this 0-based number fails with EIO
@@ -107,7 +107,6 @@ class StreamingExperts final : public ExpertSource {
   };
   void start_job(int64_t layer, int32_t expert, uint8_t* slot, int32_t working);
   void start_waiting(int64_t layer);  // starts queued non-retained misses while working slots are free
-  void deliver(int64_t layer, const Job& job, ExpertConsumer& consumer);
   void finish_job(int64_t layer, Job& job);  // recycles its working slot
   void drain() noexcept;                       // collects every read in flight, discarding results
   // Background swaps (adaptive tier).
@@ -145,7 +144,7 @@ class StreamingExperts final : public ExpertSource {
   std::vector<int32_t> waiting_;      // [n_expert] non-retained misses waiting for a working slot (FIFO)
   size_t waiting_head_ = 0, waiting_n_ = 0;
   std::vector<int32_t> free_working_;  // stack of free working slots
-  std::vector<int32_t> ready_;         // [n_expert] jobs read and not yet delivered (overlap off)
+  std::vector<int32_t> ready_;         // [n_expert] jobs read and not yet delivered
   size_t n_jobs_ = 0, n_ready_ = 0;
 
   size_t fg_outstanding_ = 0;          // slices of the current fetch's own reads in flight
