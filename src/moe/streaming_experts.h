@@ -12,14 +12,16 @@
 // to the read lanes at once (retained misses into free cache slots, the others into working slots, which are
 // recycled as their experts are delivered, so a prefill batch touching every expert of a layer needs only a few);
 // then, with overlap on, delivers the hits (one batch) while the reads run and each missing expert as soon as its
-// last slice lands (with any others that landed meanwhile, in one batch); with overlap off, waits for every read in flight before delivering (in rounds when the working slots
-// are fewer than the non-retained misses). The bytes delivered are the file's bytes, so results are
-// bit-identical to the resident source.
+// last slice lands (with any others that landed meanwhile, in one batch); with overlap off, waits for every read
+// in flight before delivering (in rounds when the working slots are fewer than the non-retained misses). The bytes
+// delivered are the file's bytes, so results are bit-identical to the resident source.
 //
 // Errors: a failed or short read (including a file truncated while in use) throws moetier::Error naming the file
 // and offset from fetch(), on the calling thread, after every read in flight has been collected; no expert whose
 // read failed is ever delivered (experts delivered before the failure was seen hold the file's bytes, but the
 // forward pass ends with the exception). The store is unusable afterwards: later fetches rethrow the same error.
+// A model file written in place, resized or replaced while in use (ModelFiles::check_unchanged, once per forward
+// pass at the last layer's fetch) fails the same way, naming the file.
 // Adaptive tier: end_step() executes the policy's SwapPlan. Its evictions free their slots at once; each load gets
 // its reserved slot and joins a FIFO of background swaps, read on idle lanes and never ahead of a fetch's own
 // reads: swaps are issued only when no fetch read is outstanding (at the end of end_step() and of each fetch),

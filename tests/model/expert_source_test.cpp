@@ -27,7 +27,8 @@ class ReversedExperts final : public moe::ExpertSource {
     for (size_t i = 0; i < experts.size(); ++i) views_[i] = inner_.expert(layer, order_[i]);
     for (size_t i = 0, batch = 1; i < experts.size(); i += batch, ++batch) {
       const size_t n = std::min(batch, experts.size() - i);
-      c.on_experts(std::span<const int32_t>(order_.data() + i, n), std::span<const moe::ExpertWeights>(views_.data() + i, n));
+      c.on_experts(std::span<const int32_t>(order_.data() + i, n),
+                   std::span<const moe::ExpertWeights>(views_.data() + i, n));
       ++batches;
     }
   }

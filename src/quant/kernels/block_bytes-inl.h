@@ -61,7 +61,7 @@ HWY_INLINE void LookupNibbles(const int8_t (&table)[16], const uint8_t* qs, int8
 // One token's products (decode) are bound by memory: each kernel, at each block, asks for the bytes kPrefetchAhead
 // further on (the rows a thread takes are contiguous, so that is what it reads next), keeping more reads in flight
 // than the hardware prefetcher alone does. bench_matvec Matvec/Q4_K and Q6_K at 768x2048 and 2048x4096, 2 threads,
-// alternating runs: 10-12 GB/s without, 12-16 GB/s at 2048 bytes ahead; 4096 was no better. A prefetch never
+// alternating runs: 8.7-12.8 GB/s without, 11.8-16.0 GB/s at 2048 bytes ahead; 4096 was no better. A prefetch never
 // faults, so reading ahead past the end of the matrix is harmless.
 inline constexpr size_t kPrefetchAhead = 2048;
 template <size_t kBytes>  // the block's size: one prefetch per 64-byte cache line of it
