@@ -175,6 +175,7 @@ kernels::Q8Format group_format(const ProductGroup& g, ActivationRounding roundin
 }  // namespace
 
 void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch) {
+  if (groups.empty()) return;
   // Below ~64 KiB of weights (norm-sized products, tiny test models) waking the workers costs more than the
   // product itself (~10 us), so those run on the calling thread.
   constexpr size_t kMinParallelBytes = size_t{64} << 10;
@@ -225,19 +226,25 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     });
   };
 
-  // The integer path takes every group at once; otherwise each group goes alone (rare: F16/BF16/F32 weights or
-  // --exact-activations).
-  size_t q8_rows = 0;
+  // The integer path takes every group at once. Otherwise (rare: F16/BF16/F32 weights or --exact-activations; a
+  // set larger than the scratch was sized for) each group goes alone, by the path it takes on its own, so a
+  // group's result never depends on the groups beside it.
+  int64_t q8_rows = 0;
+  bool together = groups.size() > 1;
   for (const ProductGroup& g : groups) {
     assert(!g.products.empty() && g.n_tok >= 1 && g.n_tok <= scratch.max_tok_);
-    if (group_format(g, scratch.rounding_) == kernels::Q8Format::none) {
-      for (const ProductGroup& h : groups) float_group(h);
-      return;
-    }
-    q8_rows += static_cast<size_t>(g.n_tok);
+    if (group_format(g, scratch.rounding_) == kernels::Q8Format::none) together = false;
+    q8_rows += g.n_tok;
   }
-  assert(q8_rows <= static_cast<size_t>(scratch.max_q8_rows_));
-  (void)q8_rows;
+  if (q8_rows > scratch.max_q8_rows_) together = false;
+  if (!together && groups.size() > 1) {
+    for (const ProductGroup& h : groups) matmul_groups(std::span<const ProductGroup>(&h, 1), scratch);
+    return;
+  }
+  if (group_format(groups.front(), scratch.rounding_) == kernels::Q8Format::none) {
+    float_group(groups.front());
+    return;
+  }
 
   // Each group's x quantized once, on the calling thread, into consecutive rows of the scratch.
   constexpr size_t kMaxGroups = 64;  // a layer's chosen experts; more are taken in several passes
@@ -277,8 +284,9 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
       const ProductGroup& g = groups[i];
       for (const Product& p : g.products) {
         const int64_t rc = static_cast<int64_t>(p.w.row_bytes) * (1 + g.n_tok);
-        // The first row whose cost starts at or after c, rounded up to a multiple of 4 rows (whole cache lines of
-        // y when n_tok is 1, so threads do not share lines).
+        // The first row whose cost starts at or after c, rounded up to a multiple of 4 rows from the product's
+        // first: the four-row tiles of the kernels (int8_avx2-inl.h, Q4KRows) stay whole, so which rows go
+        // through them does not depend on the thread count.
         const auto first_row = [&](int64_t c) {
           if (c <= base) return int64_t{0};
           return std::min(p.w.rows, ((c - base + rc - 1) / rc + 3) / 4 * 4);

@@ -329,5 +329,52 @@ TEST(MatmulKernels, SharedActivationsMatchSeparateProducts) {
   }
 }
 
+// Groups of products with their own activations in one pass (a MoE layer's experts) give bit-identical results
+// to one call per group, with 1-3 threads (the split by cost crosses groups), when a group has no integer path
+// (an F16 group beside them: each group then takes its own path), and when the groups' rows exceed the
+// scratch's max_group_rows (one at a time).
+TEST(MatmulKernels, GroupsMatchSeparateCalls) {
+  std::mt19937 rng(22);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t cols = 512, max_tok = 5;
+  const int64_t n_tok[] = {1, 5, 2, 3};
+  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16};
+  const int64_t rows[] = {96, 130, 64, 40};
+  std::vector<std::vector<uint8_t>> wb;
+  std::vector<std::vector<float>> xs;
+  std::vector<WeightView> w;
+  for (size_t g = 0; g < 4; ++g) {
+    wb.push_back(random_matrix(types[g], rows[g], cols, rng));
+    w.push_back(WeightView{types[g], wb[g].data(), rows[g], cols, row_bytes(types[g], cols)});
+    xs.emplace_back(static_cast<size_t>(n_tok[g] * cols));
+    for (auto& v : xs[g]) v = normal(rng);
+  }
+  for (size_t n_groups : {size_t{3}, size_t{4}}) {  // integer groups only; with the F16 group
+    for (int64_t max_group_rows : {int64_t{16}, int64_t{6}}) {  // all fit; more than fit
+      for (int threads : {1, 2, 3}) {
+        util::ThreadPool pool(threads);
+        MatmulScratch mm(cols, max_tok, ActivationRounding::match_ggml, max_group_rows);
+        mm.set_pool(&pool);
+        std::vector<std::vector<float>> want, got;
+        std::vector<Product> ps;
+        std::vector<ProductGroup> gs;
+        for (size_t g = 0; g < n_groups; ++g) {
+          want.emplace_back(static_cast<size_t>(n_tok[g] * rows[g]));
+          got.emplace_back(want.back().size(), NAN);
+          matmul(w[g], xs[g].data(), want[g].data(), n_tok[g], mm);
+        }
+        for (size_t g = 0; g < n_groups; ++g) ps.push_back(Product{w[g], got[g].data()});
+        for (size_t g = 0; g < n_groups; ++g) gs.push_back(ProductGroup{{&ps[g], 1}, xs[g].data(), n_tok[g]});
+        matmul_groups(gs, mm);
+        for (size_t g = 0; g < n_groups; ++g) {
+          EXPECT_EQ(0, std::memcmp(want[g].data(), got[g].data(), sizeof(float) * want[g].size()))
+              << "group " << g << " of " << n_groups << ", max_group_rows " << max_group_rows << ", threads "
+              << threads;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moetier::quant

@@ -161,7 +161,7 @@ void ModelFiles::check_unchanged() const {
     struct stat now {};
     std::string why;
     if (::stat(f.path.c_str(), &now) != 0) {
-      why = "is gone";
+      why = errno == ENOENT ? std::string("is gone") : fmt::format("cannot be stat'ed ({})", std::strerror(errno));
     } else if (static_cast<uint64_t>(now.st_dev) != f.dev || static_cast<uint64_t>(now.st_ino) != f.ino) {
       why = "was replaced by another file";
     } else if (fstat(f.buffered_fd, &now) != 0) {

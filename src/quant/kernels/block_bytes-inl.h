@@ -62,11 +62,13 @@ HWY_INLINE void LookupNibbles(const int8_t (&table)[16], const uint8_t* qs, int8
 // further on (the rows a thread takes are contiguous, so that is what it reads next), keeping more reads in flight
 // than the hardware prefetcher alone does. bench_matvec Matvec/Q4_K and Q6_K at 768x2048 and 2048x4096, 2 threads,
 // alternating runs: 8.7-12.8 GB/s without, 11.8-16.0 GB/s at 2048 bytes ahead; 4096 was no better. A prefetch never
-// faults, so reading ahead past the end of the matrix is harmless.
+// faults, so asking past the end of the matrix is harmless; the address is formed as an integer, since a pointer
+// past the end of the weights would not be a valid one.
 inline constexpr size_t kPrefetchAhead = 2048;
 template <size_t kBytes>  // the block's size: one prefetch per 64-byte cache line of it
 HWY_INLINE void PrefetchAhead(const uint8_t* block) {
-  for (size_t off = 0; off < kBytes; off += 64) hwy::Prefetch(block + kPrefetchAhead + off);
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(block) + kPrefetchAhead;
+  for (size_t off = 0; off < kBytes; off += 64) hwy::Prefetch(reinterpret_cast<const uint8_t*>(ahead + off));
 }
 
 // Rows r0 .. r1 - 1 of w, tokens four at a time: tile(std::integral_constant<size_t, NT>{}, row, r, t) computes

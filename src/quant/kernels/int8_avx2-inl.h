@@ -329,7 +329,9 @@ struct Block32 {
 // Q4_K: with several tokens (prefill; compute-bound), rows four at a time (Q4KTile4), tokens two at a time, the
 // rows left over one at a time. One token (decode; bound by memory) goes a row at a time: four interleaved row
 // streams per thread defeat the hardware prefetcher (bench_matvec Matvec/Q4_K/2048x4096, 2 threads, alternating
-// runs: 7.1-8.0 GB/s with the four-row tile against 10.0-11.1 row by row).
+// runs: 7.1-8.0 GB/s with the four-row tile against 10.0-11.1 row by row). The tiles start at r0: matmul_groups
+// splits a product's rows at multiples of 4 from its first, so the four-row groups (and the rounding of their
+// results) do not depend on the thread count.
 inline void Q4KRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
                     int64_t r0, int64_t r1) {
   int64_t r = r0;
