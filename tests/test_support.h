@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 #include <gtest/gtest.h>
 
@@ -26,6 +27,17 @@ inline std::filesystem::path tmp_dir(const std::string& name) {
   std::filesystem::path p = std::filesystem::path(MOETIER_TEST_TMP) / name;
   std::filesystem::create_directories(p);
   return p;
+}
+
+// Makes `part` (a file this process wrote) available as `dest`, unless a parallel test process already did:
+// ctest runs the tests of one binary as separate processes, which share such files (a pure function of their
+// options, so identical). A hard link never replaces a file another test may have open, where a rename over it
+// would (and the streaming store stops a run whose model file was replaced).
+inline void publish_once(const std::filesystem::path& part, const std::filesystem::path& dest) {
+  std::error_code ec;
+  std::filesystem::create_hard_link(part, dest, ec);
+  std::filesystem::remove(part);
+  if (ec && !std::filesystem::exists(dest)) throw std::filesystem::filesystem_error("publish_once", part, dest, ec);
 }
 
 // The moetier CLI binary, for tests that check exit codes and messages end to end.

@@ -38,11 +38,10 @@ inline fs::path synthetic_model() {
   o.shape.n_expert = kExperts;
   o.shape.n_expert_used = kTopK;
   o.type = "Q4_K_M";
-  // ctest runs tests of this binary in parallel processes: each writes its own part file and renames it into
-  // place (atomic; the contents are identical, being a pure function of the options).
+  // ctest runs tests of this binary in parallel processes: each writes its own part file, the first publishes it.
   o.output = p.string() + ".part" + std::to_string(getpid());
   synth::write_synthetic_model(o);
-  fs::rename(o.output, p);
+  test::publish_once(o.output, p);
   return p;
 }
 

@@ -43,9 +43,9 @@ fs::path synthetic_model() {
   o.shape = synth::find_preset("tiny");
   o.shape.n_layer = 24;
   o.type = "Q8_0";
-  o.output = p.string() + ".part" + std::to_string(getpid());  // parallel test processes: atomic rename
+  o.output = p.string() + ".part" + std::to_string(getpid());  // parallel test processes: the first publishes
   synth::write_synthetic_model(o);
-  fs::rename(o.output, p);
+  moetier::test::publish_once(o.output, p);
   return p;
 }
 
