@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 
 #include <fmt/format.h>
@@ -56,27 +57,6 @@ TEST(StreamFaults, InjectedReadFailureNamesFileAndOffset) {
   }
 }
 
-TEST(StreamFaults, TruncatedFileNamesFileAndOffset) {
-  const std::string name = "tiny-mixtral-Q4_0";
-  const fs::path copy = moetier::test::tmp_dir("stream_faults") / "truncated.gguf";
-  fs::copy_file(test::model_path(name), copy, fs::copy_options::overwrite_existing);
-  const auto file = gguf::GgufModel::open(copy);
-  StreamingOptions so;
-  so.cache_bytes = 0;
-  auto src = std::make_unique<StreamingExperts>(file, so);
-  // Dense weights into anonymous memory first, so that the truncation cannot fault the mapping (SIGBUS): only
-  // the streamed experts see it, as with a file truncated under a running engine.
-  load_dense(file, src->files(), DensePolicy::anon);
-  const auto m = model::load_model(file, model::ModelOptions{.n_ctx = 64}, std::move(src));
-  fs::resize_file(copy, fs::file_size(copy) / 2);
-  const std::string msg = run_until_error(*m, name);
-  ASSERT_FALSE(msg.empty()) << "reads past the truncation went unnoticed";
-  fmt::print("  error: {}\n", msg);
-  EXPECT_NE(msg.find(copy.string()), std::string::npos) << msg;
-  EXPECT_NE(msg.find("at offset "), std::string::npos) << msg;
-  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
-}
-
 // A copy of `name` under the build tree whose modification time is an hour old, as a model downloaded earlier
 // is (file times have a coarse clock: a write right after the copy could keep the copy's time).
 fs::path old_copy(const std::string& name, const std::string& file) {
@@ -86,17 +66,44 @@ fs::path old_copy(const std::string& name, const std::string& file) {
   return copy;
 }
 
-// Bytes rewritten in place read back without error, so the store checks the files once per forward pass: the
-// forward after the write fails naming the file, and the store stays failed.
-TEST(StreamFaults, FileWrittenInPlaceStopsTheRun) {
-  const std::string name = "tiny-qwen3moe-Q4_K_M";
-  const fs::path copy = old_copy(name, "written.gguf");
-  const auto file = gguf::GgufModel::open(copy);
+// `file` streamed with no cache. Dense weights go into anonymous memory first, so that a change to the file (a
+// truncation could fault the mapping: SIGBUS) reaches only the streamed experts, as under a running engine.
+std::unique_ptr<model::Model> load_streamed(const gguf::GgufModel& file) {
   StreamingOptions so;
   so.cache_bytes = 0;
   auto src = std::make_unique<StreamingExperts>(file, so);
   load_dense(file, src->files(), DensePolicy::anon);
-  const auto m = model::load_model(file, model::ModelOptions{.n_ctx = 64}, std::move(src));
+  return model::load_model(file, model::ModelOptions{.n_ctx = 64}, std::move(src));
+}
+
+// The run after a change to `copy` fails with a message naming the file and containing each of `phrases`, and
+// the store stays failed.
+void expect_stopped(model::Model& m, const std::string& name, const fs::path& copy,
+                    std::initializer_list<const char*> phrases) {
+  const std::string msg = run_until_error(m, name);
+  ASSERT_FALSE(msg.empty()) << "the change to " << copy << " went unnoticed";
+  fmt::print("  error: {}\n", msg);
+  EXPECT_NE(msg.find(copy.string()), std::string::npos) << msg;
+  for (const char* p : phrases) EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  EXPECT_EQ(run_until_error(m, name), msg);
+}
+
+TEST(StreamFaults, TruncatedFileNamesFileAndOffset) {
+  const std::string name = "tiny-mixtral-Q4_0";
+  const fs::path copy = old_copy(name, "truncated.gguf");
+  const auto file = gguf::GgufModel::open(copy);
+  const auto m = load_streamed(file);
+  fs::resize_file(copy, fs::file_size(copy) / 2);
+  expect_stopped(*m, name, copy, {"at offset ", "truncated"});
+}
+
+// Bytes rewritten in place read back without error, so the store checks the files once per forward pass: the
+// forward after the write fails naming the file.
+TEST(StreamFaults, FileWrittenInPlaceStopsTheRun) {
+  const std::string name = "tiny-qwen3moe-Q4_K_M";
+  const fs::path copy = old_copy(name, "written.gguf");
+  const auto file = gguf::GgufModel::open(copy);
+  const auto m = load_streamed(file);
   ASSERT_EQ(run_until_error(*m, name), "") << "the unchanged file must run";
   {
     std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
@@ -104,12 +111,7 @@ TEST(StreamFaults, FileWrittenInPlaceStopsTheRun) {
     const char junk[64] = {};
     f.write(junk, sizeof(junk));
   }
-  const std::string msg = run_until_error(*m, name);
-  ASSERT_FALSE(msg.empty()) << "a write in place went unnoticed";
-  fmt::print("  error: {}\n", msg);
-  EXPECT_NE(msg.find(copy.string()), std::string::npos) << msg;
-  EXPECT_NE(msg.find("was written to"), std::string::npos) << msg;
-  EXPECT_EQ(run_until_error(*m, name), msg);
+  expect_stopped(*m, name, copy, {"was written to"});
 }
 
 // A new file renamed over the model (an update) leaves the old one readable through the open descriptors; the run
@@ -118,18 +120,10 @@ TEST(StreamFaults, FileReplacedStopsTheRun) {
   const std::string name = "tiny-mixtral-Q4_0";
   const fs::path copy = old_copy(name, "replaced.gguf");
   const auto file = gguf::GgufModel::open(copy);
-  StreamingOptions so;
-  so.cache_bytes = 0;
-  auto src = std::make_unique<StreamingExperts>(file, so);
-  const auto m = model::load_model(file, model::ModelOptions{.n_ctx = 64}, std::move(src));
+  const auto m = load_streamed(file);
   ASSERT_EQ(run_until_error(*m, name), "") << "the unchanged file must run";
-  const fs::path update = old_copy(name, "replaced.gguf.new");
-  fs::rename(update, copy);
-  const std::string msg = run_until_error(*m, name);
-  ASSERT_FALSE(msg.empty()) << "the replaced file went unnoticed";
-  fmt::print("  error: {}\n", msg);
-  EXPECT_NE(msg.find(copy.string()), std::string::npos) << msg;
-  EXPECT_NE(msg.find("was replaced"), std::string::npos) << msg;
+  fs::rename(old_copy(name, "replaced.gguf.new"), copy);
+  expect_stopped(*m, name, copy, {"was replaced"});
 }
 
 }  // namespace
