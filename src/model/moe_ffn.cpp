@@ -63,6 +63,7 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
   }
 
   x_ = x;
+  n_tok_ = n_tok;
   mm_ = &mm;
   experts.fetch(layer, std::span<const int32_t>(chosen_.data(), static_cast<size_t>(n_chosen)), *this);
 
@@ -91,7 +92,7 @@ void MoeFfn::on_experts(std::span<const int32_t> experts, std::span<const moe::E
     }
     products_[2 * i] = {weights[i].gate, gate_.data() + p0 * F};
     products_[2 * i + 1] = {weights[i].up, up_.data() + p0 * F};
-    groups_[i] = {std::span<const quant::Product>(products_.data() + 2 * i, 2), xg_.data() + p0 * D, nt};
+    groups_[i] = {std::span<const quant::Product>(products_.data() + 2 * i, 2), xg_.data() + p0 * D, nt, n_tok_ > 1};
   }
   quant::matmul_groups(std::span<const quant::ProductGroup>(groups_.data(), n), *mm_);
   for (size_t i = 0; i < n; ++i) {
@@ -113,7 +114,8 @@ void MoeFfn::on_experts(std::span<const int32_t> experts, std::span<const moe::E
   for (size_t i = 0; i < n; ++i) {
     const int64_t p0 = start_[static_cast<size_t>(experts[i])];
     products_[i] = {weights[i].down, per_slot_.data() + p0 * D};
-    groups_[i] = {std::span<const quant::Product>(products_.data() + i, 1), gate_.data() + p0 * F, groups_[i].n_tok};
+    groups_[i] = {std::span<const quant::Product>(products_.data() + i, 1), gate_.data() + p0 * F, groups_[i].n_tok,
+                  n_tok_ > 1};
   }
   quant::matmul_groups(std::span<const quant::ProductGroup>(groups_.data(), n), *mm_);
   for (size_t i = 0; i < n; ++i) {

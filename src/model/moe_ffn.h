@@ -64,6 +64,7 @@ class MoeFfn final : private moe::ExpertConsumer {
   RoutingOverride* override_ = nullptr;  // not owned; see set_routing_override
   // Per-call state read by on_experts.
   const float* x_ = nullptr;
+  int64_t n_tok_ = 0;
   quant::MatmulScratch* mm_ = nullptr;
 };
 

@@ -22,7 +22,10 @@ MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRoundi
       xr_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * max_tok) : 0),
       xq_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * max_q8_rows_) : 0),
       xd_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 32 * max_q8_rows_) : 0),
-      xs_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 16 * max_q8_rows_) : 0) {}
+      xs_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 16 * max_q8_rows_) : 0),
+      xqt_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * 4 * max_q8_rows_) : 0),
+      xst_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 16 * 4 * max_q8_rows_) : 0),
+      xdt_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 256 * 4 * max_q8_rows_) : 0) {}
 
 namespace {
 
@@ -257,6 +260,9 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
   int8_t* q = scratch.xq_.data();
   float* d = scratch.xd_.data();
   int16_t* sums = scratch.xs_.data();
+  int8_t* qt = scratch.xqt_.data();
+  int16_t* st = scratch.xst_.data();
+  float* dt = scratch.xdt_.data();
   for (size_t i = 0; i < groups.size(); ++i) {
     const ProductGroup& g = groups[i];
     const int64_t cols = g.products.front().w.cols;
@@ -266,6 +272,17 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     q += g.n_tok * cols;
     d += g.n_tok * (cols / 32);
     sums += g.n_tok * (cols / 16);
+    if (xq[i].format == kernels::Q8Format::q8_k && (g.n_tok > 1 || g.batched) &&
+        kernels::uses_token_tiles(g.products.front().w.type)) {
+      // The padded tiles take at most 4 rows per token, within the buffers' 4 * max_q8_rows.
+      const int64_t padded = kernels::padded_tokens(g.n_tok);
+      xq[i].tile = kernels::token_tile(g.n_tok);
+      xq[i].qt = qt, xq[i].st = st, xq[i].dt = dt;
+      kernels::interleave_q8_tokens(xq[i], g.n_tok);
+      qt += padded * cols;
+      st += padded * (cols / 16);
+      dt += padded * (cols / 256);
+    }
   }
 
   // The products' rows taken one after the other, each costing row_bytes * (1 + n_tok): its bytes are read and
@@ -285,8 +302,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
       for (const Product& p : g.products) {
         const int64_t rc = static_cast<int64_t>(p.w.row_bytes) * (1 + g.n_tok);
         // The first row whose cost starts at or after c, rounded up to a multiple of 4 rows from the product's
-        // first: the four-row tiles of the kernels (int8_avx2-inl.h, Q4KRows) stay whole, so which rows go
-        // through them does not depend on the thread count.
+        // first, so the kernels' four-row tiles (int8_avx2-inl.h, TokenTileRows) stay whole.
         const auto first_row = [&](int64_t c) {
           if (c <= base) return int64_t{0};
           return std::min(p.w.rows, ((c - base + rc - 1) / rc + 3) / 4 * 4);

@@ -85,6 +85,11 @@ class MatmulScratch {
   std::vector<int8_t> xq_;   // [max_q8_rows, max_cols]: 8-bit activation codes (match_ggml)
   std::vector<float> xd_;    // [max_q8_rows, max_cols / 32]: their block scales
   std::vector<int16_t> xs_;  // [max_q8_rows, max_cols / 16]: their sums of 16
+  // The same, token-interleaved for the multi-token kernels (kernels::Q8Rows::qt): a group of n tokens padded to
+  // at most 4 n rows (kernels::padded_tokens), hence 4 * max_q8_rows rows.
+  std::vector<int8_t> xqt_;   // [4 * max_q8_rows, max_cols]
+  std::vector<int16_t> xst_;  // [4 * max_q8_rows, max_cols / 16]
+  std::vector<float> xdt_;    // [4 * max_q8_rows, max_cols / 256]
 };
 
 // y[t, r] = sum_c w[r, c] * x[t, c] for t < n_tok, r < w.rows.
@@ -114,6 +119,9 @@ struct ProductGroup {
   std::span<const Product> products;  // all of the same type and cols
   const float* x = nullptr;           // [n_tok, cols]
   int64_t n_tok = 0;
+  // Part of a forward pass over several tokens (a routed expert's share of a prompt): even one token goes through
+  // the multi-token kernels, so that a token's result does not depend on how many tokens its expert got.
+  bool batched = false;
 };
 void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch);
 

@@ -376,5 +376,44 @@ TEST(MatmulKernels, GroupsMatchSeparateCalls) {
   }
 }
 
+// With two or more tokens, a token's result does not depend on the other tokens of the product (how many, or
+// where it sits among them): the rows of a 2-token product are bit-identical to the same tokens' rows within 131
+// (on AVX2: 17 tiles of 8 tokens, the last padded, in two passes of 16 tiles), so a prompt's logits do not depend on how it was batched or
+// how its tokens were routed; so are the rows of a lone token in a batched group (a routed expert's one token of
+// a prompt). Q4_K and Q6_K take the token-interleaved kernels on AVX2, Q8_0 the row-major tiles.
+TEST(MatmulKernels, TokenResultsDoNotDependOnTheOtherTokens) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t cols = 512, rows = 70, n_tok = 131;
+  std::vector<float> x(static_cast<size_t>(n_tok * cols));  // [n_tok, cols]
+  for (auto& v : x) v = normal(rng);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+    const auto wb = random_matrix(t, rows, cols, rng);
+    const WeightView w{t, wb.data(), rows, cols, row_bytes(t, cols)};
+    MatmulScratch mm(cols, n_tok, ActivationRounding::match_ggml);
+    std::vector<float> all(static_cast<size_t>(n_tok * rows));  // [n_tok, rows]
+    matmul(w, x.data(), all.data(), n_tok, mm);
+    for (int64_t a = 0; a < n_tok; ++a) {
+      const int64_t b = (a * 7 + 3) % n_tok == a ? (a + 1) % n_tok : (a * 7 + 3) % n_tok;
+      std::vector<float> pair_x(static_cast<size_t>(2 * cols));  // tokens b, a: a in the second lane
+      std::memcpy(pair_x.data(), x.data() + b * cols, sizeof(float) * static_cast<size_t>(cols));
+      std::memcpy(pair_x.data() + cols, x.data() + a * cols, sizeof(float) * static_cast<size_t>(cols));
+      std::vector<float> pair_y(static_cast<size_t>(2 * rows));
+      matmul(w, pair_x.data(), pair_y.data(), 2, mm);
+      EXPECT_EQ(0, std::memcmp(all.data() + a * rows, pair_y.data() + rows, sizeof(float) * static_cast<size_t>(rows)))
+          << type_name(t) << " token " << a;
+      EXPECT_EQ(0, std::memcmp(all.data() + b * rows, pair_y.data(), sizeof(float) * static_cast<size_t>(rows)))
+          << type_name(t) << " token " << b;
+      // Alone, as a routed expert's one token of a prompt (ProductGroup::batched).
+      std::vector<float> one_y(static_cast<size_t>(rows));
+      const Product one{w, one_y.data()};
+      const ProductGroup group{{&one, 1}, x.data() + a * cols, 1, true};
+      matmul_groups({&group, 1}, mm);
+      EXPECT_EQ(0, std::memcmp(all.data() + a * rows, one_y.data(), sizeof(float) * static_cast<size_t>(rows)))
+          << type_name(t) << " token " << a << " alone in a batched group";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moetier::quant

@@ -16,6 +16,7 @@
 #define MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_
 #endif
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -115,75 +116,31 @@ HWY_INLINE void Q4KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
   }
 }
 
-// Q4_K, four rows at once (rows row0 + k * row_bytes, k < 4), NT tokens: the same integer sums as Q4KTile, but
-// each row's block sum is reduced to one int32 lane (phaddd) and the four rows share one conversion and one float
-// multiply-add per block and token, with their scales d, dmin in the lanes, where the one-row tile spends a
-// conversion, a broadcast, a scalar product and a multiply-add per row, for the sums and again for the mins
-// (bench_matvec Matmul/Q4_K/768x2048/tok8, 1 thread: 25.9 -> 30.2 G MAC/s). Results differ from Q4KTile only
-// by float rounding (the lanes are summed in another order).
-template <size_t NT>
-HWY_INLINE void Q4KTile4(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t t0,
-                         float* HWY_RESTRICT y, int64_t y_stride) {
-  const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i even_odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-  __m128 acc[NT];  // lane k: row k
-  for (size_t t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk[4];
-    for (size_t k = 0; k < 4; ++k) blk[k] = row0 + k * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_K);
-    // d and dmin of the four rows: the fp16 pairs at each block's start, converted together, split into lanes.
-    uint32_t dd[4];
-    for (size_t k = 0; k < 4; ++k) std::memcpy(&dd[k], blk[k], 4);
-    const __m256 d_dmin = _mm256_permutevar8x32_ps(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dd))), even_odd);
-    const __m128 d4 = _mm256_castps256_ps128(d_dmin), dmin4 = _mm256_extractf128_ps(d_dmin, 1);
-    __m256i sumi[4][NT];
-    __m128i mins[4];  // eight int16 mins per row
-    for (size_t k = 0; k < 4; ++k) {
-      const __m128i sm = Q4KScalesMins(blk[k] + offsetof(BlockQ4_K, scales));
-      mins[k] = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
-      const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-      for (size_t t = 0; t < NT; ++t) sumi[k][t] = _mm256_setzero_si256();
-      for (int p = 0; p < 4; ++p) {
-        const __m256i q = LoadU(blk[k] + offsetof(BlockQ4_K, qs) + 32 * p);
-        const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        const __m256i sl = _mm256_shuffle_epi8(scales, BroadcastWord(2 * p));
-        const __m256i sh = _mm256_shuffle_epi8(scales, BroadcastWord(2 * p + 1));
-        for (size_t t = 0; t < NT; ++t) {
-          const int8_t* xq = x.q + (t0 + static_cast<int64_t>(t)) * cols + b * kQK_K + 64 * p;
-          const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, LoadU(xq)), sl);
-          const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, LoadU(xq + 32)), sh);
-          sumi[k][t] = _mm256_add_epi32(sumi[k][t], _mm256_add_epi32(pl, ph));
-        }
-      }
-    }
-    for (size_t t = 0; t < NT; ++t) {
-      const int64_t tok = t0 + static_cast<int64_t>(t);
-      const __m256 dx = _mm256_set1_ps(x.d[tok * nb + b]);
-      // Row k's eight partial sums into lane k (both halves hold a share; added after).
-      const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(sumi[0][t], sumi[1][t]),
-                                          _mm256_hadd_epi32(sumi[2][t], sumi[3][t]));
-      const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-      acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_mul_ps(d4, _mm256_castps256_ps128(dx)), acc[t]);
-      const __m256i bs = LoadU(x.sums + tok * n_sums + b * 16);  // 16 sums of 16 codes
-      const __m128i bs32 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));  // of 32
-      const __m128i m4r = _mm_hadd_epi32(_mm_hadd_epi32(_mm_madd_epi16(mins[0], bs32), _mm_madd_epi16(mins[1], bs32)),
-                                         _mm_hadd_epi32(_mm_madd_epi16(mins[2], bs32), _mm_madd_epi16(mins[3], bs32)));
-      acc[t] = _mm_fnmadd_ps(_mm_cvtepi32_ps(m4r), _mm_mul_ps(dmin4, _mm256_castps256_ps128(dx)), acc[t]);
-    }
-  }
-  for (size_t t = 0; t < NT; ++t) _mm_storeu_ps(y + static_cast<int64_t>(t) * y_stride, acc[t]);
-}
-
 // Q6_K: 16 sub-blocks of 16 with int8 scales; code q = ql nibble | 2 qh bits << 4 (0..63), value q - 32.
 // sum_j sc_j * ((q - 32) . x)_j = sum_j sc_j * (q . x)_j - 32 * sum_j sc_j * bsum_j.
+// Q6KCodes: the block's codes, q[k] = elements 32k .. 32k + 31 as bytes 0..63.
+HWY_INLINE void Q6KCodes(const uint8_t* HWY_RESTRICT blk, __m256i q[8]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m2 = _mm256_set1_epi8(0x03);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i ql0 = LoadU(blk + offsetof(BlockQ6_K, ql) + 64 * h);
+    const __m256i ql1 = LoadU(blk + offsetof(BlockQ6_K, ql) + 64 * h + 32);
+    const __m256i qh = LoadU(blk + offsetof(BlockQ6_K, qh) + 32 * h);
+    // The high bits are masked to 0..3 before the 16-bit shift, so no bit crosses into the next byte.
+    const auto high = [&](int shift) {
+      return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4);
+    };
+    q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), high(0));
+    q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), high(2));
+    q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), high(4));
+    q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), high(6));
+  }
+}
+
 template <size_t NT>
 HWY_INLINE void Q6KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_t t0, float* HWY_RESTRICT y,
                         int64_t y_stride) {
   const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m2 = _mm256_set1_epi8(0x03);
   __m256 acc[NT];
   for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -192,20 +149,8 @@ HWY_INLINE void Q6KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
     const float d = Fp16At(blk + offsetof(BlockQ6_K, d));
     const auto* sc = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-    __m256i q[8], s[8];  // q[4h + r]: elements 128h + 32r .. +31 (0..63); s: their two sub-block scales
-    for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = LoadU(blk + offsetof(BlockQ6_K, ql) + 64 * h);
-      const __m256i ql1 = LoadU(blk + offsetof(BlockQ6_K, ql) + 64 * h + 32);
-      const __m256i qh = LoadU(blk + offsetof(BlockQ6_K, qh) + 32 * h);
-      // The high bits are masked to 0..3 before the 16-bit shift, so no bit crosses into the next byte.
-      const auto high = [&](int shift) {
-        return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4);
-      };
-      q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), high(0));
-      q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), high(2));
-      q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), high(4));
-      q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), high(6));
-    }
+    __m256i q[8], s[8];  // q[k]: elements 32k .. 32k + 31 (0..63); s: their two sub-block scales
+    Q6KCodes(blk, q);
     // s[k]: sub-block 2k's scale in the low 128 bits (elements 32k .. 32k + 15), 2k + 1's in the high; the
     // scales as int16, 0-7 and 8-15 in both halves, picked by pshufb.
     const __m256i sc_lo = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc16));
@@ -227,6 +172,222 @@ HWY_INLINE void Q6KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
     }
   }
   for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(acc[t]);
+}
+
+// Several tokens (prefill; compute-bound) of Q4_K or Q6_K, R rows (1..4) at a time, against the token-interleaved
+// activations (Q8Rows::qt/st/dt): a vector holds 4 consecutive codes ("a quad") of each of 8 tokens, and one
+// weight row's 4 codes are broadcast to all 8 lanes, so pmaddubsw and then pmaddwd with the sub-block scale leave
+// each token's sum in its own int32 lane: no horizontal reductions, and each row's weights are unpacked once per
+// block (into bytes) for all the tokens, where the row-major tiles spend a pmaddwd and an add per 32 products and
+// reduce per row and token. bench_matvec Matmul/TYPE/768x2048, G MAC/s at 1 / 2 threads, row-major tiles -> these:
+// Q4_K tok8 28.2 / 37.9 -> 41.9 / 66.0, tok128 28.6 / 44.9 -> 62.7 / 82.4; Q6_K tok128 27.6 / 40.2 -> 40.4 / 63.8,
+// tok8 unchanged (30.9 / 44.1: one tile does not pay for unpacking the block and its 24 scale vectors).
+//
+// Sums: a pmaddubsw lane is two products, kQuadsPerSum quads add in int16 before the pmaddwd: Q4_K 8 quads of
+// codes 0..15 (8 * 2 * 15 * 127 = 30480 < 2^15), Q6_K 2 quads of codes 0..63 (2 * 2 * 63 * 127 = 32004). The
+// offsets (Q4_K's mins, Q6_K's -32) multiply the activation sums of 16 with one pmaddwd per 32-block. Per token
+// and block, in the token's lane, Finish adds float(sum) * (d * dx) (and Q4_K's min term): the same operations for
+// every token whatever its tile or the other tokens, so a token's result does not depend on the batch it came
+// in. (A lone token goes through Q4KTile / Q6KTile instead, as in decode.)
+// The token tiles' vector operations at two widths: 8 tokens (AVX2 registers) and 4 (the low halves: a last tile
+// of 1-4 tokens does half the work). Lane for lane the same instructions, so a token's result is the same at
+// either width. The weights' broadcast scales (Block::sc, off) and the float accumulators are kept 256 bits wide.
+struct Lanes8 {
+  using I = __m256i;
+  using F = __m256;
+  static HWY_INLINE I Load(const void* p) { return LoadU(p); }
+  static HWY_INLINE I Narrow(__m256i v) { return v; }
+  static HWY_INLINE I Zero() { return _mm256_setzero_si256(); }
+  static HWY_INLINE I Bcast(int32_t v) { return _mm256_set1_epi32(v); }
+  static HWY_INLINE I MulPairs(I w, I x) { return _mm256_maddubs_epi16(w, x); }
+  static HWY_INLINE I Madd(I a, I b) { return _mm256_madd_epi16(a, b); }
+  static HWY_INLINE I Add16(I a, I b) { return _mm256_add_epi16(a, b); }
+  static HWY_INLINE I Add32(I a, I b) { return _mm256_add_epi32(a, b); }
+  static HWY_INLINE I Sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static HWY_INLINE I Shl5(I a) { return _mm256_slli_epi32(a, 5); }
+  static HWY_INLINE F LoadF(const float* p) { return _mm256_loadu_ps(p); }
+  static HWY_INLINE F ToF(I a) { return _mm256_cvtepi32_ps(a); }
+  static HWY_INLINE F Set1(float v) { return _mm256_set1_ps(v); }
+  static HWY_INLINE F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static HWY_INLINE F MulAdd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static HWY_INLINE F NegMulAdd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
+  static HWY_INLINE F Narrow(__m256 v) { return v; }
+  static HWY_INLINE __m256 Widen(F v) { return v; }
+};
+struct Lanes4 {
+  using I = __m128i;
+  using F = __m128;
+  static HWY_INLINE I Load(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+  static HWY_INLINE I Narrow(__m256i v) { return _mm256_castsi256_si128(v); }
+  static HWY_INLINE I Zero() { return _mm_setzero_si128(); }
+  static HWY_INLINE I Bcast(int32_t v) { return _mm_set1_epi32(v); }
+  static HWY_INLINE I MulPairs(I w, I x) { return _mm_maddubs_epi16(w, x); }
+  static HWY_INLINE I Madd(I a, I b) { return _mm_madd_epi16(a, b); }
+  static HWY_INLINE I Add16(I a, I b) { return _mm_add_epi16(a, b); }
+  static HWY_INLINE I Add32(I a, I b) { return _mm_add_epi32(a, b); }
+  static HWY_INLINE I Sub32(I a, I b) { return _mm_sub_epi32(a, b); }
+  static HWY_INLINE I Shl5(I a) { return _mm_slli_epi32(a, 5); }
+  static HWY_INLINE F LoadF(const float* p) { return _mm_loadu_ps(p); }
+  static HWY_INLINE F ToF(I a) { return _mm_cvtepi32_ps(a); }
+  static HWY_INLINE F Set1(float v) { return _mm_set1_ps(v); }
+  static HWY_INLINE F Mul(F a, F b) { return _mm_mul_ps(a, b); }
+  static HWY_INLINE F MulAdd(F a, F b, F c) { return _mm_fmadd_ps(a, b, c); }
+  static HWY_INLINE F NegMulAdd(F a, F b, F c) { return _mm_fnmadd_ps(a, b, c); }
+  static HWY_INLINE F Narrow(__m256 v) { return _mm256_castps256_ps128(v); }
+  static HWY_INLINE __m256 Widen(F v) { return _mm256_castps128_ps256(v); }  // upper lanes undefined, never read
+};
+
+struct Q4KTokens {
+  static constexpr size_t kBytes = sizeof(BlockQ4_K);
+  static constexpr int kQuadsPerSum = 8;    // one 32-block, one scale
+  static constexpr int kQuadsPerScale = 8;
+  struct Block {
+    alignas(32) uint8_t w[kQK_K];  // codes 0..15 as bytes, in column order
+    __m256i sc[8];                 // [32-block]: its 6-bit scale in every int16 lane
+    __m256i off[8];                // [32-block]: its min in every int16 lane (times its two sums of 16)
+    float d, dmin;
+  };
+  static HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT blk, Block& o) {
+    o.d = Fp16At(blk + offsetof(BlockQ4_K, d));
+    o.dmin = Fp16At(blk + offsetof(BlockQ4_K, dmin));
+    alignas(32) int16_t sm[16];  // scales 0-7, mins 8-15, broadcast from memory
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sm), _mm256_cvtepu8_epi16(Q4KScalesMins(blk + offsetof(BlockQ4_K, scales))));
+    for (int k = 0; k < 8; ++k) o.sc[k] = _mm256_set1_epi16(sm[k]), o.off[k] = _mm256_set1_epi16(sm[8 + k]);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int p = 0; p < 4; ++p) {  // qs[32p + i]: column 64p + i (low nibble) and 64p + 32 + i (high)
+      const __m256i q = LoadU(blk + offsetof(BlockQ4_K, qs) + 32 * p);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 64 * p), _mm256_and_si256(q, m4));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 64 * p + 32), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    }
+  }
+  template <class V>
+  static HWY_INLINE typename V::F Finish(const Block& o, typename V::I isum, typename V::I ioff, typename V::F dx,
+                                         typename V::F acc) {
+    acc = V::MulAdd(V::ToF(isum), V::Mul(V::Set1(o.d), dx), acc);
+    return V::NegMulAdd(V::ToF(ioff), V::Mul(V::Set1(o.dmin), dx), acc);
+  }
+};
+
+struct Q6KTokens {
+  static constexpr size_t kBytes = sizeof(BlockQ6_K);
+  static constexpr int kQuadsPerSum = 2;
+  static constexpr int kQuadsPerScale = 4;  // sub-blocks of 16
+  struct Block {
+    alignas(32) uint8_t w[kQK_K];  // codes 0..63 as bytes, in column order
+    __m256i sc[16];                // [sub-block of 16]: its int8 scale in every int16 lane
+    __m256i off[8];                // [32-block]: its two sub-blocks' scales in alternate int16 lanes
+    float d;
+  };
+  static HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT blk, Block& o) {
+    o.d = Fp16At(blk + offsetof(BlockQ6_K, d));
+    alignas(32) int16_t sc[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc), _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                                                           reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ6_K, scales)))));
+    for (int k = 0; k < 16; ++k) o.sc[k] = _mm256_set1_epi16(sc[k]);
+    for (int k = 0; k < 8; ++k) {
+      int32_t pair;
+      std::memcpy(&pair, sc + 2 * k, 4);
+      o.off[k] = _mm256_set1_epi32(pair);
+    }
+    __m256i q[8];
+    Q6KCodes(blk, q);
+    for (int k = 0; k < 8; ++k) _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 32 * k), q[k]);
+  }
+  template <class V>
+  static HWY_INLINE typename V::F Finish(const Block& o, typename V::I isum, typename V::I ioff, typename V::F dx,
+                                         typename V::F acc) {
+    const typename V::I total = V::Sub32(isum, V::Shl5(ioff));  // the codes' -32
+    return V::MulAdd(V::ToF(total), V::Mul(V::Set1(o.d), dx), acc);
+  }
+};
+
+// One block of R rows (wb) times one tile of T tokens at V's width: acc[r * acc_stride] += the block's products.
+template <class W, class V, size_t R>
+HWY_INLINE void TileBlock(const typename W::Block* HWY_RESTRICT wb, const int8_t* HWY_RESTRICT xq,
+                          const int16_t* HWY_RESTRICT xs, const float* HWY_RESTRICT dx, int64_t T, __m256* acc,
+                          size_t acc_stride) {
+  using I = typename V::I;
+  I isum[R], ioff[R];
+  for (size_t r = 0; r < R; ++r) isum[r] = V::Zero(), ioff[r] = V::Zero();
+  for (int k = 0; k < 8; ++k) {  // 32-block k: its offset term, then its 8 quads
+    const I sv = V::Load(xs + k * 2 * T);
+    for (size_t r = 0; r < R; ++r) ioff[r] = V::Add32(ioff[r], V::Madd(sv, V::Narrow(wb[r].off[k])));
+    for (int j0 = 0; j0 < 8; j0 += W::kQuadsPerSum) {
+      I s16[R];
+      for (size_t r = 0; r < R; ++r) s16[r] = V::Zero();
+      for (int j = j0; j < j0 + W::kQuadsPerSum; ++j) {
+        const I xv = V::Load(xq + (8 * k + j) * 4 * T);
+        for (size_t r = 0; r < R; ++r) {
+          int32_t wq;
+          std::memcpy(&wq, wb[r].w + 32 * k + 4 * j, 4);
+          s16[r] = V::Add16(s16[r], V::MulPairs(V::Bcast(wq), xv));
+          // Keeps the sums in this order: GCC otherwise reassociates them into a tree that holds all the
+          // products at once and spills them to the stack.
+          asm("" : "+x"(s16[r]));
+        }
+      }
+      const int scale = (8 * k + j0) / W::kQuadsPerScale;
+      for (size_t r = 0; r < R; ++r) isum[r] = V::Add32(isum[r], V::Madd(s16[r], V::Narrow(wb[r].sc[scale])));
+    }
+  }
+  const typename V::F dxv = V::LoadF(dx);
+  for (size_t r = 0; r < R; ++r) {
+    __m256& a = acc[r * acc_stride];
+    a = V::Widen(W::template Finish<V>(wb[r], isum[r], ioff[r], dxv, V::Narrow(a)));
+  }
+}
+
+template <class W, size_t R>
+HWY_INLINE void TokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t n_tok,
+                          float* HWY_RESTRICT y, int64_t y_stride) {
+  const int64_t T = x.tile, cols = x.cols, nb = cols / kQK_K, quads = cols / 4, blocks32 = cols / 32;
+  const int64_t tiles = padded_tokens(n_tok) / T;
+  constexpr int64_t kTilesPerPass = 16;  // up to 128 tokens: R * 16 float accumulators
+  for (int64_t g0 = 0; g0 < tiles; g0 += kTilesPerPass) {
+    const int64_t ng = std::min(kTilesPerPass, tiles - g0);
+    __m256 acc[R][kTilesPerPass];  // [row][tile]: lane t = token T * (g0 + tile) + t
+    for (int64_t g = 0; g < ng; ++g)
+      for (size_t r = 0; r < R; ++r) acc[r][g] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      if (g0 == 0) {
+        // With ~8 tokens (a routed expert's share of a prompt) the tile reads its weights at ~2 bytes per cycle,
+        // near DRAM speed, so it asks for the next tile's rows (R rows on, read in order) while it computes.
+        const uintptr_t next = reinterpret_cast<uintptr_t>(row0) + R * row_bytes;
+        const size_t chunk = R * row_bytes / static_cast<size_t>(nb);
+        for (size_t off = 0; off < chunk; off += 64)
+          hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + static_cast<size_t>(b) * chunk + off));
+      }
+      typename W::Block wb[R];
+      for (size_t r = 0; r < R; ++r) W::Unpack(row0 + r * row_bytes + static_cast<size_t>(b) * W::kBytes, wb[r]);
+      for (int64_t g = 0; g < ng; ++g) {
+        const int8_t* xq = x.qt + ((g0 + g) * quads + b * (kQK_K / 4)) * 4 * T;
+        const int16_t* xs = x.st + ((g0 + g) * blocks32 + b * 8) * 2 * T;
+        const float* dx = x.dt + ((g0 + g) * nb + b) * T;
+        if (T == 8 && n_tok - (g0 + g) * T > 4) {
+          TileBlock<W, Lanes8, R>(wb, xq, xs, dx, T, &acc[0][g], kTilesPerPass);
+        } else {  // a tile of 4, or a last tile of 8 holding 1-4 tokens: its low halves
+          TileBlock<W, Lanes4, R>(wb, xq, xs, dx, T, &acc[0][g], kTilesPerPass);
+        }
+      }
+    }
+    for (int64_t g = 0; g < ng; ++g) {
+      const int64_t t0 = (g0 + g) * T;
+      for (size_t r = 0; r < R; ++r) {
+        alignas(32) float out[8];
+        _mm256_store_ps(out, acc[r][g]);
+        for (int64_t t = 0; t < std::min(T, n_tok - t0); ++t) y[(t0 + t) * y_stride + static_cast<int64_t>(r)] = out[t];
+      }
+    }
+  }
+}
+
+// Rows r0 .. r1 - 1 by TokenTile, four at a time (each row's result is the same whichever tile it is in).
+template <class W>
+void TokenTileRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
+                   int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) TokenTile<W, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, n_tok, y + r, y_stride);
+  for (; r < r1; ++r) TokenTile<W, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, n_tok, y + r, y_stride);
 }
 
 // Blocks of 32 signed int8 weights with one float scale: Q8_0 as stored; Q4_0, IQ4_NL and MXFP4 through a
@@ -326,32 +487,21 @@ struct Block32 {
   };
 };
 
-// Q4_K: with several tokens (prefill; compute-bound), rows four at a time (Q4KTile4), tokens two at a time, the
-// rows left over one at a time. One token (decode; bound by memory) goes a row at a time: four interleaved row
-// streams per thread defeat the hardware prefetcher (bench_matvec Matvec/Q4_K/2048x4096, 2 threads, alternating
-// runs: 7.1-8.0 GB/s with the four-row tile against 10.0-11.1 row by row). The tiles start at r0: matmul_groups
-// splits a product's rows at multiples of 4 from its first, so the four-row groups (and the rounding of their
-// results) do not depend on the thread count.
-inline void Q4KRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
-                    int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  if (n_tok > 1) {
-    for (; r + 4 <= r1; r += 4) {
-      const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-      int64_t t = 0;
-      for (; t + 2 <= n_tok; t += 2) Q4KTile4<2>(row, row_bytes, x, t, y + t * y_stride + r, y_stride);
-      if (t < n_tok) Q4KTile4<1>(row, row_bytes, x, t, y + t * y_stride + r, y_stride);
-    }
-  }
-  if (r < r1) Rows<Q4K>(w, row_bytes, x, n_tok, y, y_stride, r, r1);
+// Q4_K and Q6_K: several tokens through the token-interleaved tiles when the caller filled them (matmul_groups
+// does wherever uses_token_tiles says so), otherwise (and for one token: decode, bound by memory) row by row.
+template <class Tokens, template <size_t> class Tile>
+void KQuantRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
+                int64_t r0, int64_t r1) {
+  if (x.qt != nullptr) return TokenTileRows<Tokens>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+  Rows<Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
 }
 
 // True (and the product done) for the types with a fast path here.
 inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
                        int64_t y_stride, int64_t r0, int64_t r1) {
   switch (type) {
-    case GgmlType::Q4_K: Q4KRows(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
-    case GgmlType::Q6_K: Rows<Q6K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    case GgmlType::Q4_K: KQuantRows<Q4KTokens, Q4K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    case GgmlType::Q6_K: KQuantRows<Q6KTokens, Q6K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
     case GgmlType::Q8_0:
       Rows<Block32<BlockQ8_0Weights>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;

@@ -19,6 +19,7 @@
 #include "hwy/foreach_target.h"  // must precede highway.h
 #include "hwy/highway.h"
 
+#include <cassert>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -372,6 +373,15 @@ void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, fl
   });
 }
 
+bool UsesTokenTiles(GgmlType type) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  return type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+#else
+  (void)type;
+  return false;
+#endif
+}
+
 void MatmulRowsQ8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
                   int64_t y_stride, int64_t r0, int64_t r1) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
@@ -457,6 +467,7 @@ namespace moetier::quant::kernels {
 
 HWY_EXPORT(MatmulRowsQ8);
 HWY_EXPORT(QuantizeQ8Row);
+HWY_EXPORT(UsesTokenTiles);
 
 Q8Format q8_format(GgmlType t) {
   switch (t) {
@@ -472,6 +483,33 @@ Q8Format q8_format(GgmlType t) {
 }
 
 void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out) { HWY_DYNAMIC_DISPATCH(QuantizeQ8Row)(x, tok, out); }
+
+bool uses_token_tiles(GgmlType t) { return HWY_DYNAMIC_DISPATCH(UsesTokenTiles)(t); }
+
+void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok) {
+  assert(x.format == Q8Format::q8_k && x.qt != nullptr && x.st != nullptr && x.dt != nullptr);
+  assert(x.tile == token_tile(n_tok));
+  const int64_t T = x.tile, cols = x.cols, quads = cols / 4, blocks32 = cols / 32, blocks = cols / 256;
+  for (int64_t g = 0; g < padded_tokens(n_tok) / T; ++g) {
+    int8_t* qt = x.qt + g * quads * 4 * T;
+    int16_t* st = x.st + g * blocks32 * 2 * T;
+    float* dt = x.dt + g * blocks * T;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t tok = g * T + t;
+      if (tok >= n_tok) {  // padding: zero codes and scale give zero products
+        for (int64_t j = 0; j < quads; ++j) std::memset(qt + (j * T + t) * 4, 0, 4);
+        for (int64_t k = 0; k < blocks32; ++k) std::memset(st + (k * T + t) * 2, 0, 4);
+        for (int64_t b = 0; b < blocks; ++b) dt[b * T + t] = 0.0f;
+        continue;
+      }
+      const int8_t* q = x.q + tok * cols;
+      for (int64_t j = 0; j < quads; ++j) std::memcpy(qt + (j * T + t) * 4, q + 4 * j, 4);
+      const int16_t* s16 = x.sums + tok * (cols / 16);
+      for (int64_t k = 0; k < blocks32; ++k) std::memcpy(st + (k * T + t) * 2, s16 + 2 * k, 4);
+      for (int64_t b = 0; b < blocks; ++b) dt[b * T + t] = x.d[tok * blocks + b];
+    }
+  }
+}
 
 void matmul_rows_q8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
                     int64_t y_stride, int64_t r0, int64_t r1) {
