@@ -113,8 +113,9 @@ void matmul_shared_x(std::span<const Product> products, const float* x, int64_t 
 // tokens, then every expert's down): each group's x is quantized once, then the rows of all the products are
 // split across the threads by their cost (a row's bytes, read once, times 1 + its group's tokens), so the pool
 // wakes once for the whole set instead of once per expert. Results are bit-identical to matmul_shared_x on each
-// group. Groups must fit the scratch's max_group_rows (asserted). Where the integer kernels do not apply (exact
-// rounding, F16/BF16/F32 weights, a group mixing types or widths) the groups run one after the other.
+// group (a `batched` group of one token: to its token's row in any product of several tokens). Groups must fit
+// the scratch's max_group_rows (asserted). Where the integer kernels do not apply (exact rounding, F16/BF16/F32
+// weights, a group mixing types or widths) the groups run one after the other.
 struct ProductGroup {
   std::span<const Product> products;  // all of the same type and cols
   const float* x = nullptr;           // [n_tok, cols]

@@ -174,21 +174,6 @@ HWY_INLINE void Q6KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
   for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(acc[t]);
 }
 
-// Several tokens (prefill; compute-bound) of Q4_K or Q6_K, R rows (1..4) at a time, against the token-interleaved
-// activations (Q8Rows::qt/st/dt): a vector holds 4 consecutive codes ("a quad") of each of 8 tokens, and one
-// weight row's 4 codes are broadcast to all 8 lanes, so pmaddubsw and then pmaddwd with the sub-block scale leave
-// each token's sum in its own int32 lane: no horizontal reductions, and each row's weights are unpacked once per
-// block (into bytes) for all the tokens, where the row-major tiles spend a pmaddwd and an add per 32 products and
-// reduce per row and token. bench_matvec Matmul/TYPE/768x2048, G MAC/s at 1 / 2 threads, row-major tiles -> these:
-// Q4_K tok8 28.2 / 37.9 -> 41.9 / 66.0, tok128 28.6 / 44.9 -> 62.7 / 82.4; Q6_K tok128 27.6 / 40.2 -> 40.4 / 63.8,
-// tok8 unchanged (30.9 / 44.1: one tile does not pay for unpacking the block and its 24 scale vectors).
-//
-// Sums: a pmaddubsw lane is two products, kQuadsPerSum quads add in int16 before the pmaddwd: Q4_K 8 quads of
-// codes 0..15 (8 * 2 * 15 * 127 = 30480 < 2^15), Q6_K 2 quads of codes 0..63 (2 * 2 * 63 * 127 = 32004). The
-// offsets (Q4_K's mins, Q6_K's -32) multiply the activation sums of 16 with one pmaddwd per 32-block. Per token
-// and block, in the token's lane, Finish adds float(sum) * (d * dx) (and Q4_K's min term): the same operations for
-// every token whatever its tile or the other tokens, so a token's result does not depend on the batch it came
-// in. (A lone token goes through Q4KTile / Q6KTile instead, as in decode.)
 // The token tiles' vector operations at two widths: 8 tokens (AVX2 registers) and 4 (the low halves: a last tile
 // of 1-4 tokens does half the work). Lane for lane the same instructions, so a token's result is the same at
 // either width. The weights' broadcast scales (Block::sc, off) and the float accumulators are kept 256 bits wide.
@@ -237,6 +222,22 @@ struct Lanes4 {
   static HWY_INLINE __m256 Widen(F v) { return _mm256_castps128_ps256(v); }  // upper lanes undefined, never read
 };
 
+// Several tokens (prefill; compute-bound) of Q4_K or Q6_K, R rows (1..4) at a time, against the token-interleaved
+// activations (Q8Rows::qt/st/dt): a vector holds 4 consecutive codes ("a quad") of each of 8 tokens, and one
+// weight row's 4 codes are broadcast to all 8 lanes, so pmaddubsw and then pmaddwd with the sub-block scale leave
+// each token's sum in its own int32 lane: no horizontal reductions, and each row's weights are unpacked once per
+// block (into bytes) for all the tokens, where the row-major tiles spend a pmaddwd and an add per 32 products and
+// reduce per row and token. bench_matvec Matmul/TYPE/768x2048, G MAC/s at 1 / 2 threads, row-major tiles -> these:
+// Q4_K tok8 28.2 / 37.9 -> 41.9 / 66.0, tok128 28.6 / 44.9 -> 62.7 / 82.4; Q6_K tok128 27.6 / 40.2 -> 40.4 / 63.8,
+// tok8 unchanged (30.9 / 44.1: one tile does not pay for unpacking the block and its 24 scale vectors).
+//
+// Sums: a pmaddubsw lane is two products, kQuadsPerSum quads add in int16 before the pmaddwd: Q4_K 8 quads of
+// codes 0..15 (8 * 2 * 15 * 127 = 30480 < 2^15), Q6_K 2 quads of codes 0..63 (2 * 2 * 63 * 127 = 32004). The
+// offsets (Q4_K's mins, Q6_K's -32) multiply the activation sums of 16 with one pmaddwd per 32-block. Per token
+// and block, in the token's lane, Finish adds float(sum) * (d * dx) (and Q4_K's min term): the same operations for
+// every token whatever its tile or the other tokens, so a token's result does not depend on the batch it came
+// in. (One token goes through Q4KTile / Q6KTile, as in decode, unless it is a routed expert's share of a prompt:
+// ProductGroup::batched.)
 struct Q4KTokens {
   static constexpr size_t kBytes = sizeof(BlockQ4_K);
   static constexpr int kQuadsPerSum = 8;    // one 32-block, one scale
