@@ -252,7 +252,8 @@ struct Q4KTokens {
     o.d = Fp16At(blk + offsetof(BlockQ4_K, d));
     o.dmin = Fp16At(blk + offsetof(BlockQ4_K, dmin));
     alignas(32) int16_t sm[16];  // scales 0-7, mins 8-15, broadcast from memory
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sm), _mm256_cvtepu8_epi16(Q4KScalesMins(blk + offsetof(BlockQ4_K, scales))));
+    const __m128i packed = Q4KScalesMins(blk + offsetof(BlockQ4_K, scales));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sm), _mm256_cvtepu8_epi16(packed));
     for (int k = 0; k < 8; ++k) o.sc[k] = _mm256_set1_epi16(sm[k]), o.off[k] = _mm256_set1_epi16(sm[8 + k]);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int p = 0; p < 4; ++p) {  // qs[32p + i]: column 64p + i (low nibble) and 64p + 32 + i (high)
@@ -282,8 +283,8 @@ struct Q6KTokens {
   static HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT blk, Block& o) {
     o.d = Fp16At(blk + offsetof(BlockQ6_K, d));
     alignas(32) int16_t sc[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sc), _mm256_cvtepi8_epi16(_mm_loadu_si128(
-                                                           reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ6_K, scales)))));
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ6_K, scales)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc), _mm256_cvtepi8_epi16(sc8));
     for (int k = 0; k < 16; ++k) o.sc[k] = _mm256_set1_epi16(sc[k]);
     for (int k = 0; k < 8; ++k) {
       int32_t pair;
@@ -388,7 +389,8 @@ template <class W>
 void TokenTileRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
                    int64_t r0, int64_t r1) {
   int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) TokenTile<W, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, n_tok, y + r, y_stride);
+  for (; r + 4 <= r1; r += 4)
+    TokenTile<W, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, n_tok, y + r, y_stride);
   for (; r < r1; ++r) TokenTile<W, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, n_tok, y + r, y_stride);
 }
 
@@ -423,7 +425,8 @@ struct NibbleWeights {
   // and inserting took four. bench_matvec MatvecHot/MXFP4/768x2048, 1 thread, alternating binaries: 5.4-5.7 ->
   // 6.9-8.6 GB/s.
   static HWY_INLINE __m256i Weights(const uint8_t* b, __m256i tbl) {
-    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs))));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs)));
+    const __m256i v = _mm256_broadcastsi128_si256(q);
     const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
                                          _mm256_set1_epi8(0x0f));
     return _mm256_shuffle_epi8(tbl, idx);
