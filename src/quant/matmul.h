@@ -75,6 +75,7 @@ class MatmulScratch {
   friend void matmul_reference(const WeightView&, const float*, float*, int64_t, MatmulScratch&);
   const float* rounded_activations(GgmlType t, const float* x, int64_t n_tok, int64_t cols);
   kernels::Q8Rows quantized_activations(kernels::Q8Format f, const float* x, int64_t n_tok, int64_t cols);
+  bool token_tiles() const;
   util::ThreadPool* pool_ = nullptr;
   ActivationRounding rounding_ = ActivationRounding::exact;
   int64_t max_cols_ = 0;
@@ -86,7 +87,8 @@ class MatmulScratch {
   std::vector<float> xd_;    // [max_q8_rows, max_cols / 32]: their block scales
   std::vector<int16_t> xs_;  // [max_q8_rows, max_cols / 16]: their sums of 16
   // The same, token-interleaved for the multi-token kernels (kernels::Q8Rows::qt): a group of n tokens padded to
-  // at most 4 n rows (kernels::padded_tokens), hence 4 * max_q8_rows rows.
+  // at most 4 n rows (kernels::padded_tokens), hence 4 * max_q8_rows rows; empty where the kernels do not read
+  // them (token_tiles).
   std::vector<int8_t> xqt_;   // [4 * max_q8_rows, max_cols]
   std::vector<int16_t> xst_;  // [4 * max_q8_rows, max_cols / 16]
   std::vector<float> xdt_;    // [4 * max_q8_rows, max_cols / 256]
