@@ -25,13 +25,14 @@ MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRoundi
       xs_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 16 * max_q8_rows_) : 0),
       xqt_(token_tiles() ? static_cast<size_t>(max_cols * 4 * max_q8_rows_) : 0),
       xst_(token_tiles() ? static_cast<size_t>(max_cols / 16 * 4 * max_q8_rows_) : 0),
-      xdt_(token_tiles() ? static_cast<size_t>(max_cols / 256 * 4 * max_q8_rows_) : 0) {}
+      xdt_(token_tiles() ? static_cast<size_t>(max_cols / 32 * 4 * max_q8_rows_) : 0) {}
 
 // The interleaved copies only where this CPU's kernels read them (AVX2 / AVX-512): elsewhere (Arm) they would be
 // up to 4x the activation scratch of memory for nothing.
 bool MatmulScratch::token_tiles() const {
   return rounding_ == ActivationRounding::match_ggml &&
-         (kernels::uses_token_tiles(GgmlType::Q4_K) || kernels::uses_token_tiles(GgmlType::Q6_K));
+         (kernels::uses_token_tiles(GgmlType::Q4_K) || kernels::uses_token_tiles(GgmlType::Q6_K) ||
+          kernels::uses_token_tiles(GgmlType::Q4_0) || kernels::uses_token_tiles(GgmlType::MXFP4));
 }
 
 namespace {
@@ -279,8 +280,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     q += g.n_tok * cols;
     d += g.n_tok * (cols / 32);
     sums += g.n_tok * (cols / 16);
-    if (xq[i].format == kernels::Q8Format::q8_k && (g.n_tok > 1 || g.batched) && !scratch.xqt_.empty() &&
-        kernels::uses_token_tiles(g.products.front().w.type)) {
+    if ((g.n_tok > 1 || g.batched) && !scratch.xqt_.empty() && kernels::uses_token_tiles(g.products.front().w.type)) {
       // The padded tiles take at most 4 rows per token, within the buffers' 4 * max_q8_rows.
       const int64_t padded = kernels::padded_tokens(g.n_tok);
       xq[i].tile = kernels::token_tile(g.n_tok);
@@ -288,7 +288,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
       kernels::interleave_q8_tokens(xq[i], g.n_tok);
       qt += padded * cols;
       st += padded * (cols / 16);
-      dt += padded * (cols / 256);
+      dt += padded * (cols / kernels::q8_block(xq[i].format));
     }
   }
 

@@ -91,7 +91,7 @@ class MatmulScratch {
   // them (token_tiles).
   std::vector<int8_t> xqt_;   // [4 * max_q8_rows, max_cols]
   std::vector<int16_t> xst_;  // [4 * max_q8_rows, max_cols / 16]
-  std::vector<float> xdt_;    // [4 * max_q8_rows, max_cols / 256]
+  std::vector<float> xdt_;    // [4 * max_q8_rows, max_cols / 32]
 };
 
 // y[t, r] = sum_c w[r, c] * x[t, c] for t < n_tok, r < w.rows.

@@ -388,7 +388,7 @@ TEST(MatmulKernels, TokenResultsDoNotDependOnTheOtherTokens) {
   const int64_t cols = 512, rows = 70, n_tok = 131;
   std::vector<float> x(static_cast<size_t>(n_tok * cols));  // [n_tok, cols]
   for (auto& v : x) v = normal(rng);
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::MXFP4}) {
     const auto wb = random_matrix(t, rows, cols, rng);
     const WeightView w{t, wb.data(), rows, cols, row_bytes(t, cols)};
     MatmulScratch mm(cols, n_tok, ActivationRounding::match_ggml);

@@ -339,6 +339,31 @@ HWY_INLINE void TileBlock(const typename W::Block* HWY_RESTRICT wb, const int8_t
   }
 }
 
+// With ~8 tokens (a routed expert's share of a prompt) a token tile consumes ~3 GB/s of weights per thread, so
+// it asks for the next tile's rows (the `bytes` after row0's, read in order) while it computes block b of nb:
+// 128-token prompt of the Qwen3-30B-A3B shape at -t 2, alternating runs, 12.9-15.3 tok/s with against 11.4-13.2
+// without. The address is formed as an integer, as in PrefetchAhead.
+HWY_INLINE void PrefetchNextRows(const uint8_t* row0, size_t bytes, int64_t nb, int64_t b) {
+  const uintptr_t next = reinterpret_cast<uintptr_t>(row0) + bytes;
+  const size_t chunk = bytes / static_cast<size_t>(nb);
+  for (size_t off = 0; off < chunk; off += 64)
+    hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + static_cast<size_t>(b) * chunk + off));
+}
+
+// acc[r][g] (lane t = token T * (g0 + g) + t) for g < ng into y[token * y_stride + r], the padding lanes dropped.
+template <size_t R, int64_t kTiles>
+HWY_INLINE void StoreTiles(const __m256 (&acc)[R][kTiles], int64_t g0, int64_t ng, int64_t T, int64_t n_tok,
+                           float* HWY_RESTRICT y, int64_t y_stride) {
+  for (int64_t g = 0; g < ng; ++g) {
+    const int64_t t0 = (g0 + g) * T;
+    for (size_t r = 0; r < R; ++r) {
+      alignas(32) float out[8];
+      _mm256_store_ps(out, acc[r][g]);
+      for (int64_t t = 0; t < std::min(T, n_tok - t0); ++t) y[(t0 + t) * y_stride + static_cast<int64_t>(r)] = out[t];
+    }
+  }
+}
+
 template <class W, size_t R>
 HWY_INLINE void TokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t n_tok,
                           float* HWY_RESTRICT y, int64_t y_stride) {
@@ -351,15 +376,7 @@ HWY_INLINE void TokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, co
     for (int64_t g = 0; g < ng; ++g)
       for (size_t r = 0; r < R; ++r) acc[r][g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      if (g0 == 0) {
-        // With ~8 tokens (a routed expert's share of a prompt) a tile consumes ~3 GB/s of weights per thread, so
-        // it asks for the next tile's rows (R rows on, read in order) while it computes: 128-token prompt of
-        // the Qwen3-30B-A3B shape at -t 2, alternating runs, 12.9-15.3 tok/s with against 11.4-13.2 without.
-        const uintptr_t next = reinterpret_cast<uintptr_t>(row0) + R * row_bytes;
-        const size_t chunk = R * row_bytes / static_cast<size_t>(nb);
-        for (size_t off = 0; off < chunk; off += 64)
-          hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + static_cast<size_t>(b) * chunk + off));
-      }
+      if (g0 == 0) PrefetchNextRows(row0, R * row_bytes, nb, b);
       typename W::Block wb[R];
       for (size_t r = 0; r < R; ++r) W::Unpack(row0 + r * row_bytes + static_cast<size_t>(b) * W::kBytes, wb[r]);
       for (int64_t g = 0; g < ng; ++g) {
@@ -373,25 +390,8 @@ HWY_INLINE void TokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, co
         }
       }
     }
-    for (int64_t g = 0; g < ng; ++g) {
-      const int64_t t0 = (g0 + g) * T;
-      for (size_t r = 0; r < R; ++r) {
-        alignas(32) float out[8];
-        _mm256_store_ps(out, acc[r][g]);
-        for (int64_t t = 0; t < std::min(T, n_tok - t0); ++t) y[(t0 + t) * y_stride + static_cast<int64_t>(r)] = out[t];
-      }
-    }
+    StoreTiles<R, kTilesPerPass>(acc, g0, ng, T, n_tok, y, y_stride);
   }
-}
-
-// Rows r0 .. r1 - 1 by TokenTile, four at a time (each row's result is the same whichever tile it is in).
-template <class W>
-void TokenTileRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
-                   int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + 4 <= r1; r += 4)
-    TokenTile<W, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, n_tok, y + r, y_stride);
-  for (; r < r1; ++r) TokenTile<W, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, n_tok, y + r, y_stride);
 }
 
 // Blocks of 32 signed int8 weights with one float scale: Q8_0 as stored; Q4_0, IQ4_NL and MXFP4 through a
@@ -465,6 +465,117 @@ HWY_INLINE void Block32Tile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, in
   for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
 }
 
+// Several tokens of Q4_0 or MXFP4 (gpt-oss's experts) through the token-interleaved tiles, as TokenTile does for
+// Q4_K and Q6_K, but per 32-block, whose scale is a float (fp16 d, E8M0 exponent): each block's integer sums end
+// in the float lanes. pmaddubsw's first operand is unsigned, so the codes carry an offset o: Q4_0's nibble (value
+// + 8), MXFP4's doubled value + 12 (0..24); o times the token's code sum (its two sums of 16, one pmaddwd) is
+// taken off the block's sum, which is then exact: sum (w + o) x - o sum x = sum w x. Where the row-by-row kernel
+// (Block32Tile) spends a sign operation on each token's activations, these spend none. The quads of a block add
+// in int16 in groups of kQuadsPerSum, at most (2^15 - 1) / (2 * 127 * max code): Q4_0 8, MXFP4 4 (24 * 127 * 8
+// = 24384; 8 quads would overflow).
+template <class Block, const int8_t (&kValues)[16], bool kE8M0, int kOff, int kQuads>
+struct OffsetNibbleTokens {
+  using W = NibbleWeights<Block, kValues, kE8M0>;
+  static constexpr int kOffset = kOff;
+  static constexpr int kQuadsPerSum = kQuads;
+  static constexpr bool CodesFit() {
+    for (int8_t v : kValues) {
+      if (v + kOff < 0 || (v + kOff) * 2 * 127 * kQuads > 32767) return false;
+    }
+    return 8 % kQuads == 0;
+  }
+  static_assert(CodesFit(), "offset codes must be unsigned and their int16 sums must not saturate");
+  static HWY_INLINE __m256i Table() { return _mm256_add_epi8(W::Table(), _mm256_set1_epi8(kOff)); }
+};
+using Q4_0Tokens = OffsetNibbleTokens<BlockQ4_0, kQ4_0Levels, false, 8, 8>;
+using MXFP4Tokens = OffsetNibbleTokens<BlockMXFP4, kMxfp4DoubledValues, true, 12, 4>;
+
+// One 32-block of R rows (their offset codes w[r], scales dw[r]) times one tile of T tokens at V's width.
+template <class O, class V, size_t R>
+HWY_INLINE void TileBlock32(const uint8_t (*HWY_RESTRICT w)[32], const float* HWY_RESTRICT dw,
+                            const int8_t* HWY_RESTRICT xq, const int16_t* HWY_RESTRICT xs,
+                            const float* HWY_RESTRICT dx, int64_t T, __m256* acc, size_t acc_stride) {
+  using I = typename V::I;
+  const I ones = V::Narrow(_mm256_set1_epi16(1));
+  const I off = V::Madd(V::Load(xs), V::Narrow(_mm256_set1_epi16(O::kOffset)));  // o * the token's code sum
+  I isum[R];
+  for (size_t r = 0; r < R; ++r) isum[r] = V::Zero();
+  for (int j0 = 0; j0 < 8; j0 += O::kQuadsPerSum) {
+    I s16[R];
+    for (size_t r = 0; r < R; ++r) s16[r] = V::Zero();
+    for (int j = j0; j < j0 + O::kQuadsPerSum; ++j) {
+      const I xv = V::Load(xq + j * 4 * T);
+      for (size_t r = 0; r < R; ++r) {
+        int32_t wq;
+        std::memcpy(&wq, w[r] + 4 * j, 4);
+        s16[r] = V::Add16(s16[r], V::MulPairs(V::Bcast(wq), xv));
+        asm("" : "+x"(s16[r]));  // as in TileBlock: the sums in order, not a tree spilled to the stack
+      }
+    }
+    for (size_t r = 0; r < R; ++r) isum[r] = V::Add32(isum[r], V::Madd(s16[r], ones));
+  }
+  const typename V::F dxv = V::LoadF(dx);
+  for (size_t r = 0; r < R; ++r) {
+    __m256& a = acc[r * acc_stride];
+    a = V::Widen(V::MulAdd(V::ToF(V::Sub32(isum[r], off)), V::Mul(V::Set1(dw[r]), dxv), V::Narrow(a)));
+  }
+}
+
+template <class O, size_t R>
+HWY_INLINE void NibbleTokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t n_tok,
+                                float* HWY_RESTRICT y, int64_t y_stride) {
+  using W = typename O::W;
+  const int64_t T = x.tile, nb = x.cols / 32, quads = x.cols / 4;
+  const int64_t tiles = padded_tokens(n_tok) / T;
+  const __m256i tbl = O::Table();
+  constexpr int64_t kTilesPerPass = 16;
+  for (int64_t g0 = 0; g0 < tiles; g0 += kTilesPerPass) {
+    const int64_t ng = std::min(kTilesPerPass, tiles - g0);
+    __m256 acc[R][kTilesPerPass];  // [row][tile]: lane t = token T * (g0 + tile) + t
+    for (int64_t g = 0; g < ng; ++g)
+      for (size_t r = 0; r < R; ++r) acc[r][g] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      if (g0 == 0) PrefetchNextRows(row0, R * row_bytes, nb, b);
+      alignas(32) uint8_t w[R][32];  // [row]: the block's offset codes, in column order
+      float dw[R];
+      for (size_t r = 0; r < R; ++r) {
+        const uint8_t* blk = row0 + r * row_bytes + static_cast<size_t>(b) * W::kBytes;
+        dw[r] = W::Scale(blk);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[r]), W::Weights(blk, tbl));
+      }
+      for (int64_t g = 0; g < ng; ++g) {
+        const int64_t blk = (g0 + g) * nb + b;
+        const int8_t* xq = x.qt + ((g0 + g) * quads + b * 8) * 4 * T;
+        if (T == 8 && n_tok - (g0 + g) * T > 4) {
+          TileBlock32<O, Lanes8, R>(w, dw, xq, x.st + blk * 2 * T, x.dt + blk * T, T, &acc[0][g], kTilesPerPass);
+        } else {
+          TileBlock32<O, Lanes4, R>(w, dw, xq, x.st + blk * 2 * T, x.dt + blk * T, T, &acc[0][g], kTilesPerPass);
+        }
+      }
+    }
+    StoreTiles<R, kTilesPerPass>(acc, g0, ng, T, n_tok, y, y_stride);
+  }
+}
+
+// Rows r0 .. r1 - 1 by the token tiles, four at a time (each row's result is the same whichever tile it is in).
+template <class W, size_t R>
+HWY_INLINE void AnyTokenTile(const uint8_t* row, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
+                             int64_t y_stride) {
+  if constexpr (requires { W::kOffset; }) {
+    NibbleTokenTile<W, R>(row, row_bytes, x, n_tok, y, y_stride);
+  } else {
+    TokenTile<W, R>(row, row_bytes, x, n_tok, y, y_stride);
+  }
+}
+template <class W>
+void TokenTileRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
+                   int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4)
+    AnyTokenTile<W, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, n_tok, y + r, y_stride);
+  for (; r < r1; ++r) AnyTokenTile<W, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, n_tok, y + r, y_stride);
+}
+
 // Rows r0 .. r1 - 1 by RowsByTokenTiles (block_bytes-inl.h) with Tile<NT>::Run.
 template <template <size_t> class Tile>
 void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
@@ -496,10 +607,11 @@ struct Block32 {
   };
 };
 
-// Q4_K and Q6_K: several tokens through the token-interleaved tiles when the caller filled them (matmul_groups
-// does wherever uses_token_tiles says so), otherwise (and for one token: decode, bound by memory) row by row.
+// Q4_K, Q6_K, Q4_0 and MXFP4: several tokens through the token-interleaved tiles when the caller filled them
+// (matmul_groups does wherever uses_token_tiles says so), otherwise (and for one token: decode, bound by memory)
+// row by row.
 template <class Tokens, template <size_t> class Tile>
-void KQuantRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
+void TiledRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
                 int64_t r0, int64_t r1) {
   if (x.qt != nullptr) return TokenTileRows<Tokens>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
   Rows<Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
@@ -509,21 +621,20 @@ void KQuantRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_t
 inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
                        int64_t y_stride, int64_t r0, int64_t r1) {
   switch (type) {
-    case GgmlType::Q4_K: KQuantRows<Q4KTokens, Q4K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
-    case GgmlType::Q6_K: KQuantRows<Q6KTokens, Q6K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    case GgmlType::Q4_K: TiledRows<Q4KTokens, Q4K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    case GgmlType::Q6_K: TiledRows<Q6KTokens, Q6K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
     case GgmlType::Q8_0:
       Rows<Block32<BlockQ8_0Weights>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
     case GgmlType::Q4_0:
-      Rows<Block32<NibbleWeights<BlockQ4_0, kQ4_0Levels, false>>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      TiledRows<Q4_0Tokens, Block32<Q4_0Tokens::W>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
     case GgmlType::IQ4_NL:
       Rows<Block32<NibbleWeights<BlockIQ4_NL, kIq4nlValues, false>>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0,
                                                                              r1);
       return true;
     case GgmlType::MXFP4:
-      Rows<Block32<NibbleWeights<BlockMXFP4, kMxfp4DoubledValues, true>>::Tile>(w, row_bytes, x, n_tok, y, y_stride,
-                                                                                  r0, r1);
+      TiledRows<MXFP4Tokens, Block32<MXFP4Tokens::W>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
     default:
       return false;

@@ -375,7 +375,7 @@ void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, fl
 
 bool UsesTokenTiles(GgmlType type) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-  return type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+  return type == GgmlType::Q4_K || type == GgmlType::Q6_K || type == GgmlType::Q4_0 || type == GgmlType::MXFP4;
 #else
   (void)type;
   return false;
@@ -487,9 +487,9 @@ void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out) { HWY_DYNAM
 bool uses_token_tiles(GgmlType t) { return HWY_DYNAMIC_DISPATCH(UsesTokenTiles)(t); }
 
 void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok) {
-  assert(x.format == Q8Format::q8_k && x.qt != nullptr && x.st != nullptr && x.dt != nullptr);
+  assert(x.format != Q8Format::none && x.qt != nullptr && x.st != nullptr && x.dt != nullptr);
   assert(x.tile == token_tile(n_tok));
-  const int64_t T = x.tile, cols = x.cols, quads = cols / 4, blocks32 = cols / 32, blocks = cols / 256;
+  const int64_t T = x.tile, cols = x.cols, quads = cols / 4, blocks32 = cols / 32, blocks = cols / q8_block(x.format);
   for (int64_t g = 0; g < padded_tokens(n_tok) / T; ++g) {
     int8_t* qt = x.qt + g * quads * 4 * T;
     int16_t* st = x.st + g * blocks32 * 2 * T;

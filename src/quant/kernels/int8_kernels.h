@@ -41,14 +41,14 @@ struct Q8Rows {
   int8_t* q = nullptr;      // [n_tok, cols]: codes, -127..127
   float* d = nullptr;       // [n_tok, cols / q8_block(format)]: the scale of each block
   int16_t* sums = nullptr;  // [n_tok, cols / 16]: the sum of each 16 consecutive codes
-  // The same q8_k rows with the tokens interleaved, for the kernels that multiply one weight row with several
-  // tokens at once (int8_avx2-inl.h, TokenTile); null when absent (q8_0, or a target that does not use them:
-  // uses_token_tiles). Tokens in tiles of `tile` (8; 4 when n_tok <= 4), the last tile padded with zero codes
-  // and scales.
+  // The same rows with the tokens interleaved, for the kernels that multiply one weight row with several tokens
+  // at once (int8_avx2-inl.h, TokenTile, NibbleTokenTile); null when absent (a weight type or target that does
+  // not use them: uses_token_tiles). Tokens in tiles of `tile` (8; 4 when n_tok <= 4), the last tile padded with
+  // zero codes and scales.
   int64_t tile = 0;
   int8_t* qt = nullptr;     // [tiles, cols / 4, tile, 4]: per column quad, each token's 4 codes
   int16_t* st = nullptr;    // [tiles, cols / 32, tile, 2]: per token, the two sums of 16 of a 32-block
-  float* dt = nullptr;      // [tiles, cols / 256, tile]: per token, the block scale
+  float* dt = nullptr;      // [tiles, cols / q8_block(format), tile]: per token, the block scale
 };
 
 // The token tile for n_tok tokens: 8 (one int32 lane per token fills an AVX2 vector), or 4 for 1-4 tokens (half
@@ -59,14 +59,14 @@ inline int64_t padded_tokens(int64_t n_tok) {
   return (n_tok + tile - 1) / tile * tile;
 }
 
-// Whether the kernels of the best target this CPU has read the token-interleaved rows for weights of type t: Q4_K
-// and Q6_K on AVX2 / AVX-512. Callers fill them (interleave_q8_tokens) for products of several tokens, and for the
+// Whether the kernels of the best target this CPU has read the token-interleaved rows for weights of type t: Q4_K,
+// Q6_K, Q4_0 and MXFP4 on AVX2 / AVX-512. Callers fill them (interleave_q8_tokens) for products of several tokens, and for the
 // products of one token that belong to a forward pass over several (a routed expert that got one token of a
 // prompt), so that a token's result does not depend on how many tokens shared its product.
 bool uses_token_tiles(GgmlType t);
 
 // Fills x.qt, x.st and x.dt (padded_tokens(n_tok) rows, in tiles of x.tile = token_tile(n_tok)) from rows
-// 0 .. n_tok - 1 of x (q8_k).
+// 0 .. n_tok - 1 of x.
 void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok);
 
 // Quantizes row `tok` of x ([.., cols], cols a multiple of q8_block) into row `tok` of out.
