@@ -25,7 +25,11 @@ MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRoundi
       xs_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 16 * max_q8_rows_) : 0),
       xqt_(token_tiles() ? static_cast<size_t>(max_cols * 4 * max_q8_rows_) : 0),
       xst_(token_tiles() ? static_cast<size_t>(max_cols / 16 * 4 * max_q8_rows_) : 0),
-      xdt_(token_tiles() ? static_cast<size_t>(max_cols / 32 * 4 * max_q8_rows_) : 0) {}
+      xdt_(token_tiles() ? static_cast<size_t>(max_cols / 32 * 4 * max_q8_rows_) : 0),
+      xc_(rounding == ActivationRounding::match_ggml &&
+                  (kernels::code_offset(GgmlType::Q4_0) != 0 || kernels::code_offset(GgmlType::MXFP4) != 0)
+              ? static_cast<size_t>(max_cols / 2 * max_q8_rows_)
+              : 0) {}
 
 // The interleaved copies only where this CPU's kernels read them (AVX2 / AVX-512): elsewhere (Arm) they would be
 // up to 4x the activation scratch of memory for nothing.
@@ -271,6 +275,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
   int8_t* qt = scratch.xqt_.data();
   int16_t* st = scratch.xst_.data();
   float* dt = scratch.xdt_.data();
+  int16_t* pair_sums = scratch.xc_.data();
   for (size_t i = 0; i < groups.size(); ++i) {
     const ProductGroup& g = groups[i];
     const int64_t cols = g.products.front().w.cols;
@@ -289,6 +294,10 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
       qt += padded * cols;
       st += padded * (cols / 16);
       dt += padded * (cols / kernels::q8_block(xq[i].format));
+    } else if (const int o = kernels::code_offset(g.products.front().w.type); o != 0 && !scratch.xc_.empty()) {
+      xq[i].c = pair_sums;
+      kernels::offset_pair_sums(xq[i], g.n_tok, o);
+      pair_sums += g.n_tok * (cols / 2);
     }
   }
 

@@ -424,14 +424,53 @@ struct NibbleWeights {
   // low nibbles in the low lane and the high ones in the high lane: two operations where shifting, masking twice
   // and inserting took four. bench_matvec MatvecHot/MXFP4/768x2048, 1 thread, alternating binaries: 5.4-5.7 ->
   // 6.9-8.6 GB/s.
-  static HWY_INLINE __m256i Weights(const uint8_t* b, __m256i tbl) {
+  static HWY_INLINE __m256i Nibbles(const uint8_t* b) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs)));
     const __m256i v = _mm256_broadcastsi128_si256(q);
-    const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                                         _mm256_set1_epi8(0x0f));
-    return _mm256_shuffle_epi8(tbl, idx);
+    return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0f));
+  }
+  static HWY_INLINE __m256i Weights(const uint8_t* b, __m256i tbl) { return _mm256_shuffle_epi8(tbl, Nibbles(b)); }
+};
+
+// Q4_0 and MXFP4 (gpt-oss's experts) with their codes made unsigned, as pmaddubsw's first operand must be, by an
+// offset o: Q4_0's nibble itself (value + 8), MXFP4's doubled value + 12 (0..24). The offset's share, o times
+// the activation codes' sum, is taken off in integers, so the block sums stay exact: sum (w + o) x - o sum x =
+// sum w x. That spends no sign operations on the activations (Block32Tile with x.c, TileBlock32).
+// kQuadsPerSum: the quads (4 codes) whose pmaddubsw pairs can add in int16, at most (2^15 - 1) / (2 * 127 * max
+// code): Q4_0 8, MXFP4 4 (4 * 2 * 24 * 127 = 24384; 8 would overflow).
+template <class Block, const int8_t (&kValues)[16], bool kE8M0, int kOff, int kQuads>
+struct OffsetNibbles {
+  using W = NibbleWeights<Block, kValues, kE8M0>;  // the same weights with signed codes
+  static constexpr size_t kBytes = W::kBytes;
+  static constexpr int kOffset = kOff;
+  static constexpr int kQuadsPerSum = kQuads;
+  static constexpr bool CodesFit() {
+    for (int8_t v : kValues) {
+      if (v + kOff < 0 || (v + kOff) * 2 * 127 * kQuads > 32767) return false;
+    }
+    return 8 % kQuads == 0;
+  }
+  static_assert(CodesFit(), "offset codes must be unsigned and their int16 sums must not saturate");
+  static constexpr bool kIdentity = [] {  // the offset codes are the nibbles (Q4_0): no table lookup
+    for (int i = 0; i < 16; ++i) {
+      if (kValues[i] + kOff != i) return false;
+    }
+    return true;
+  }();
+  static HWY_INLINE __m256i Table() { return _mm256_add_epi8(W::Table(), _mm256_set1_epi8(kOff)); }
+  static HWY_INLINE float Scale(const uint8_t* b) { return W::Scale(b); }
+  static HWY_INLINE __m256i Weights(const uint8_t* b, __m256i tbl) {
+    if constexpr (kIdentity) return W::Nibbles(b);
+    return W::Weights(b, tbl);
   }
 };
+using Q4_0Tokens = OffsetNibbles<BlockQ4_0, kQ4_0Levels, false, 8, 8>;
+using MXFP4Tokens = OffsetNibbles<BlockMXFP4, kMxfp4DoubledValues, true, 12, 4>;
+
+// The code offset o of type t's kernels here (Q8Rows::c), 0 for types that take none.
+inline int CodeOffset(GgmlType t) {
+  return t == GgmlType::Q4_0 ? Q4_0Tokens::kOffset : t == GgmlType::MXFP4 ? MXFP4Tokens::kOffset : 0;
+}
 
 // A block of 32 is little work, so two accumulator sets (even and odd blocks) keep the float multiply-add
 // chain from bounding the loop (its latency is ~4 cycles, one block's integer work about as long).
@@ -447,11 +486,16 @@ HWY_INLINE void Block32Tile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, in
     const uint8_t* blk = row + static_cast<size_t>(b) * W::kBytes;
     const float d = W::Scale(blk);
     const __m256i w = W::Weights(blk, tbl);
-    const __m256i aw = _mm256_sign_epi8(w, w);  // |w| as unsigned bytes; the sign moves onto x
     for (size_t t = 0; t < NT; ++t) {
       const int64_t tok = t0 + static_cast<int64_t>(t);
-      const __m256i xs = _mm256_sign_epi8(LoadU(x.q + tok * cols + b * 32), w);
-      const __m256i sumi = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones);
+      const __m256i xq = LoadU(x.q + tok * cols + b * 32);
+      __m256i pairs;
+      if constexpr (requires { W::kOffset; }) {  // unsigned codes: the offset's share of each pair comes off
+        pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(w, xq), LoadU(x.c + tok * (cols / 2) + b * 16));
+      } else {  // signed codes: |w| as unsigned bytes, the sign moved onto x
+        pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
+      }
+      const __m256i sumi = _mm256_madd_epi16(pairs, ones);
       a[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * x.d[tok * nb + b]), _mm256_cvtepi32_ps(sumi), a[t]);
     }
   };
@@ -465,31 +509,10 @@ HWY_INLINE void Block32Tile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, in
   for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
 }
 
-// Several tokens of Q4_0 or MXFP4 (gpt-oss's experts) through the token-interleaved tiles, as TokenTile does for
-// Q4_K and Q6_K, but per 32-block, whose scale is a float (fp16 d, E8M0 exponent): each block's integer sums end
-// in the float lanes. pmaddubsw's first operand is unsigned, so the codes carry an offset o: Q4_0's nibble (value
-// + 8), MXFP4's doubled value + 12 (0..24); o times the token's code sum (its two sums of 16, one pmaddwd) is
-// taken off the block's sum, which is then exact: sum (w + o) x - o sum x = sum w x. Where the row-by-row kernel
-// (Block32Tile) spends a sign operation on each token's activations, these spend none. The quads of a block add
-// in int16 in groups of kQuadsPerSum, at most (2^15 - 1) / (2 * 127 * max code): Q4_0 8, MXFP4 4 (24 * 127 * 8
-// = 24384; 8 quads would overflow).
-template <class Block, const int8_t (&kValues)[16], bool kE8M0, int kOff, int kQuads>
-struct OffsetNibbleTokens {
-  using W = NibbleWeights<Block, kValues, kE8M0>;
-  static constexpr int kOffset = kOff;
-  static constexpr int kQuadsPerSum = kQuads;
-  static constexpr bool CodesFit() {
-    for (int8_t v : kValues) {
-      if (v + kOff < 0 || (v + kOff) * 2 * 127 * kQuads > 32767) return false;
-    }
-    return 8 % kQuads == 0;
-  }
-  static_assert(CodesFit(), "offset codes must be unsigned and their int16 sums must not saturate");
-  static HWY_INLINE __m256i Table() { return _mm256_add_epi8(W::Table(), _mm256_set1_epi8(kOff)); }
-};
-using Q4_0Tokens = OffsetNibbleTokens<BlockQ4_0, kQ4_0Levels, false, 8, 8>;
-using MXFP4Tokens = OffsetNibbleTokens<BlockMXFP4, kMxfp4DoubledValues, true, 12, 4>;
-
+// Several tokens of Q4_0 or MXFP4 through the token-interleaved tiles, as TokenTile does for Q4_K and Q6_K, but
+// per 32-block, whose scale is a float (fp16 d, E8M0 exponent): each block's integer sums end in the float lanes.
+// The weights' offset codes (OffsetNibbles) need no sign operations; the offset's share is o times the token's
+// code sum (its two sums of 16, one pmaddwd), taken off each block's sum.
 // One 32-block of R rows (their offset codes w[r], scales dw[r]) times one tile of T tokens at V's width.
 template <class O, class V, size_t R>
 HWY_INLINE void TileBlock32(const uint8_t (*HWY_RESTRICT w)[32], const float* HWY_RESTRICT dw,
@@ -524,7 +547,6 @@ HWY_INLINE void TileBlock32(const uint8_t (*HWY_RESTRICT w)[32], const float* HW
 template <class O, size_t R>
 HWY_INLINE void NibbleTokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t n_tok,
                                 float* HWY_RESTRICT y, int64_t y_stride) {
-  using W = typename O::W;
   const int64_t T = x.tile, nb = x.cols / 32, quads = x.cols / 4;
   const int64_t tiles = padded_tokens(n_tok) / T;
   const __m256i tbl = O::Table();
@@ -539,9 +561,9 @@ HWY_INLINE void NibbleTokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_byt
       alignas(32) uint8_t w[R][32];  // [row]: the block's offset codes, in column order
       float dw[R];
       for (size_t r = 0; r < R; ++r) {
-        const uint8_t* blk = row0 + r * row_bytes + static_cast<size_t>(b) * W::kBytes;
-        dw[r] = W::Scale(blk);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w[r]), W::Weights(blk, tbl));
+        const uint8_t* blk = row0 + r * row_bytes + static_cast<size_t>(b) * O::kBytes;
+        dw[r] = O::Scale(blk);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[r]), O::Weights(blk, tbl));
       }
       for (int64_t g = 0; g < ng; ++g) {
         const int64_t blk = (g0 + g) * nb + b;
@@ -607,7 +629,7 @@ struct Block32 {
   };
 };
 
-// Q4_K, Q6_K, Q4_0 and MXFP4: several tokens through the token-interleaved tiles when the caller filled them
+// Q4_K and Q6_K: several tokens through the token-interleaved tiles when the caller filled them
 // (matmul_groups does wherever uses_token_tiles says so), otherwise (and for one token: decode, bound by memory)
 // row by row.
 template <class Tokens, template <size_t> class Tile>
@@ -615,6 +637,16 @@ void TiledRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_to
                 int64_t r0, int64_t r1) {
   if (x.qt != nullptr) return TokenTileRows<Tokens>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
   Rows<Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+}
+
+// Q4_0 and MXFP4: the token tiles as TiledRows; row by row with the offset codes where the caller gave their pair
+// sums (x.c: matmul_groups does wherever kernels::code_offset is not 0), else with the signed codes.
+template <class O>
+void OffsetRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
+                int64_t r0, int64_t r1) {
+  if (x.qt != nullptr) return TokenTileRows<O>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+  if (x.c != nullptr) return Rows<Block32<O>::template Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+  Rows<Block32<typename O::W>::template Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
 }
 
 // True (and the product done) for the types with a fast path here.
@@ -627,14 +659,14 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
       Rows<Block32<BlockQ8_0Weights>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
     case GgmlType::Q4_0:
-      TiledRows<Q4_0Tokens, Block32<Q4_0Tokens::W>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      OffsetRows<Q4_0Tokens>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
     case GgmlType::IQ4_NL:
       Rows<Block32<NibbleWeights<BlockIQ4_NL, kIq4nlValues, false>>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0,
                                                                              r1);
       return true;
     case GgmlType::MXFP4:
-      TiledRows<MXFP4Tokens, Block32<MXFP4Tokens::W>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      OffsetRows<MXFP4Tokens>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
     default:
       return false;

@@ -382,6 +382,15 @@ bool UsesTokenTiles(GgmlType type) {
 #endif
 }
 
+int CodeOffset(GgmlType type) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  return avx2::CodeOffset(type);
+#else
+  (void)type;
+  return 0;
+#endif
+}
+
 void MatmulRowsQ8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
                   int64_t y_stride, int64_t r0, int64_t r1) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
@@ -468,6 +477,7 @@ namespace moetier::quant::kernels {
 HWY_EXPORT(MatmulRowsQ8);
 HWY_EXPORT(QuantizeQ8Row);
 HWY_EXPORT(UsesTokenTiles);
+HWY_EXPORT(CodeOffset);
 
 Q8Format q8_format(GgmlType t) {
   switch (t) {
@@ -485,6 +495,18 @@ Q8Format q8_format(GgmlType t) {
 void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out) { HWY_DYNAMIC_DISPATCH(QuantizeQ8Row)(x, tok, out); }
 
 bool uses_token_tiles(GgmlType t) { return HWY_DYNAMIC_DISPATCH(UsesTokenTiles)(t); }
+
+int code_offset(GgmlType t) { return HWY_DYNAMIC_DISPATCH(CodeOffset)(t); }
+
+void offset_pair_sums(const Q8Rows& x, int64_t n_tok, int o) {
+  assert(x.c != nullptr && x.cols % 2 == 0);
+  const int64_t pairs = x.cols / 2;
+  for (int64_t tok = 0; tok < n_tok; ++tok) {
+    const int8_t* q = x.q + tok * x.cols;
+    int16_t* c = x.c + tok * pairs;
+    for (int64_t i = 0; i < pairs; ++i) c[i] = static_cast<int16_t>(o * (q[2 * i] + q[2 * i + 1]));
+  }
+}
 
 void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok) {
   assert(x.format != Q8Format::none && x.qt != nullptr && x.st != nullptr && x.dt != nullptr);

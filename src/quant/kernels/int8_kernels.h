@@ -49,6 +49,9 @@ struct Q8Rows {
   int8_t* qt = nullptr;     // [tiles, cols / 4, tile, 4]: per column quad, each token's 4 codes
   int16_t* st = nullptr;    // [tiles, cols / 32, tile, 2]: per token, the two sums of 16 of a 32-block
   float* dt = nullptr;      // [tiles, cols / q8_block(format), tile]: per token, the block scale
+  // For the weights whose codes the kernels offset to unsigned values (code_offset): o times the sum of each pair
+  // of codes; null when absent.
+  int16_t* c = nullptr;     // [n_tok, cols / 2]
 };
 
 // The token tile for n_tok tokens: 8 (one int32 lane per token fills an AVX2 vector), or 4 for 1-4 tokens (half
@@ -64,6 +67,14 @@ inline int64_t padded_tokens(int64_t n_tok) {
 // products of one token that belong to a forward pass over several (a routed expert that got one token of a
 // prompt), so that a token's result does not depend on how many tokens shared its product.
 bool uses_token_tiles(GgmlType t);
+
+// The offset o the kernels of the best target this CPU has add to the codes of weights of type t, to make them the
+// unsigned operand of the 8-bit multiply (pmaddubsw): Q4_0 8, MXFP4 12 on AVX2 / AVX-512; 0 for the others.
+// Callers give the row-by-row kernels (one token) of such types the pair sums x.c (offset_pair_sums).
+int code_offset(GgmlType t);
+
+// Fills x.c for rows 0 .. n_tok - 1 of x: o * (q[2i] + q[2i + 1]).
+void offset_pair_sums(const Q8Rows& x, int64_t n_tok, int o);
 
 // Fills x.qt, x.st and x.dt (padded_tokens(n_tok) rows, in tiles of x.tile = token_tile(n_tok)) from rows
 // 0 .. n_tok - 1 of x.
