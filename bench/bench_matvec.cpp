@@ -22,6 +22,7 @@
 
 #include "quant/fp16.h"
 #include "quant/ggml_type.h"
+#include "quant/kernels/vec_kernels.h"
 #include "quant/matmul.h"
 #include "util/thread_pool.h"
 
@@ -211,6 +212,34 @@ void BM_Matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
                                               benchmark::Counter::OneK::kIs1000);
 }
 
+// One decode token's attention over one layer's KV cache of `ctx` positions, Qwen3-30B-A3B's shape (32 query
+// heads in 4 groups of 8 per KV head, head_dim 128, F16 rows): per KV head, the group's scores, then its weighted
+// sums of the values (quant/kernels/vec_kernels.h; the softmax between them is left out). One thread; reported as
+// GB/s of K and V rows read, to set against ReadBandwidth once the cache outgrows the caches (ctx 32768: 64 MiB).
+void BM_Attention(benchmark::State& state) {
+  const int64_t ctx = state.range(0), n_kv_head = 4, group = 8, hd = 128, ld = n_kv_head * hd;
+  std::vector<uint16_t> k(static_cast<size_t>(ctx * ld)), v(k.size());  // [ctx, ld] each
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = quant::fp32_to_fp16(0.01f * static_cast<float>(i % 101) - 0.5f);
+    v[i] = quant::fp32_to_fp16(0.02f * static_cast<float>(i % 97) - 1.0f);
+  }
+  std::vector<float> q(static_cast<size_t>(n_kv_head * group * hd), 0.1f);  // [n_head, hd]
+  std::vector<float> scores(static_cast<size_t>(group * ctx));              // [group, ctx]
+  std::vector<float> o(q.size());                                          // [n_head, hd]
+  for (auto _ : state) {
+    for (int64_t h = 0; h < n_kv_head; ++h) {
+      quant::kernels::attn_scores_f16(q.data() + h * group * hd, group, hd, k.data() + h * hd, ld, 0, ctx, 0.088f,
+                                      scores.data(), ctx);
+      quant::kernels::attn_values_f16(scores.data(), group, ctx, v.data() + h * hd, ld, 0, ctx, hd,
+                                      o.data() + h * group * hd);
+    }
+    benchmark::DoNotOptimize(o.data());
+  }
+  state.counters["kv"] = benchmark::Counter(static_cast<double>(2 * k.size() * sizeof(uint16_t)),
+                                            benchmark::Counter::kIsIterationInvariantRate,
+                                            benchmark::Counter::OneK::kIs1000);
+}
+
 struct Shape {
   int64_t rows, cols;
   const char* name;
@@ -268,6 +297,8 @@ int register_all() {
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok)->Arg(1)->Arg(2)->UseRealTime();
     }
   }
+  benchmark::RegisterBenchmark("Attention/qwen3-30b-a3b/ctx", BM_Attention)->Arg(512)->Arg(4096)->Arg(32768)
+      ->UseRealTime();
   return 0;
 }
 

@@ -19,7 +19,7 @@ Attention::Attention(const AttentionConfig& cfg, int64_t max_tok, int64_t n_ctx,
       ctx_(static_cast<size_t>(max_tok * cfg.n_head * cfg.head_dim)),
       n_ctx_(n_ctx),
       n_threads_(n_threads),
-      scores_(static_cast<size_t>(n_ctx * n_threads)) {}
+      scores_(static_cast<size_t>(n_ctx * (cfg.n_head / cfg.n_head_kv) * n_threads)) {}
 
 namespace {
 
@@ -54,36 +54,38 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t group = nh / nkv;
-  // One (token, head) pair: its scores over the visible keys, softmax, and the weighted sum of the values into
-  // its own slice of ctx_. Pairs are independent, so the pool's threads take contiguous ranges of them, each
-  // with its own scores row.
-  const auto head = [&](int64_t t, int64_t h, float* scores) {
+  // One (token, KV head) pair: the scores of its `group` query heads (consecutive in q) over the visible keys,
+  // each head's softmax, and the weighted sums of the values into their own slices of ctx_. Each cached row is
+  // read once for the group (KvCache::scores / values). Pairs are independent, so the pool's threads take
+  // contiguous ranges of them, each with its own scores rows.
+  const auto pair = [&](int64_t t, int64_t kvh, float* scores) {
     const int64_t p = pos0 + t;
     const int64_t first = w.sliding_window > 0 ? std::max<int64_t>(0, p - w.sliding_window + 1) : 0;
-    const float* qh = q + t * nq + h * hd;
-    const int64_t koff = (h / group) * hd;
-    // Softmax over the visible keys and, when present, the head's sink logit (which has no value row).
-    float mx = w.sinks.empty() ? -std::numeric_limits<float>::infinity() : w.sinks[static_cast<size_t>(h)];
-    for (int64_t j = first; j <= p; ++j) {
-      scores[j] = cache.dot_k(layer, j, koff, qh, hd) * scale;
-      mx = std::max(mx, scores[j]);
+    const int64_t h0 = kvh * group;
+    cache.scores(layer, kvh * hd, q + t * nq + h0 * hd, group, hd, first, p + 1, scale, scores, n_ctx_);
+    for (int64_t g = 0; g < group; ++g) {
+      // Softmax over the visible keys and, when present, the head's sink logit (which has no value row).
+      float* s = scores + g * n_ctx_;
+      const int64_t h = h0 + g;
+      float mx = w.sinks.empty() ? -std::numeric_limits<float>::infinity() : w.sinks[static_cast<size_t>(h)];
+      for (int64_t j = first; j <= p; ++j) mx = std::max(mx, s[j]);
+      double sum = w.sinks.empty() ? 0.0 : std::exp(static_cast<double>(w.sinks[static_cast<size_t>(h)] - mx));
+      for (int64_t j = first; j <= p; ++j) {
+        s[j] = std::exp(s[j] - mx);
+        sum += s[j];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t j = first; j <= p; ++j) s[j] *= inv;
     }
-    double sum = w.sinks.empty() ? 0.0 : std::exp(static_cast<double>(w.sinks[static_cast<size_t>(h)] - mx));
-    for (int64_t j = first; j <= p; ++j) {
-      scores[j] = std::exp(scores[j] - mx);
-      sum += scores[j];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    float* o = ctx_.data() + t * nq + h * hd;
-    std::fill(o, o + hd, 0.0f);
-    for (int64_t j = first; j <= p; ++j) cache.axpy_v(layer, j, koff, scores[j] * inv, o, hd);
+    cache.values(layer, kvh * hd, scores, group, n_ctx_, first, p + 1, hd, ctx_.data() + t * nq + h0 * hd);
   };
-  const int64_t n_pairs = n_tok * nh;
+  const int64_t n_pairs = n_tok * nkv;
   util::ThreadPool* pool = mm.pool();
   const int n_threads = pool != nullptr ? std::min(pool->size(), n_threads_) : 1;
   const auto range = [&](int i) {
-    float* scores = scores_.data() + static_cast<int64_t>(i) * n_ctx_;
-    for (int64_t pr = n_pairs * i / n_threads; pr < n_pairs * (i + 1) / n_threads; ++pr) head(pr / nh, pr % nh, scores);
+    float* scores = scores_.data() + static_cast<int64_t>(i) * group * n_ctx_;
+    for (int64_t pr = n_pairs * i / n_threads; pr < n_pairs * (i + 1) / n_threads; ++pr)
+      pair(pr / nkv, pr % nkv, scores);
   };
   if (n_threads == 1) {
     range(0);

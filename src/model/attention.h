@@ -62,7 +62,7 @@ class Attention {
   std::vector<float> ctx_;     // [max_tok, n_head * head_dim]: attention output before wo
   int64_t n_ctx_ = 0;
   int n_threads_ = 1;
-  std::vector<float> scores_;  // [n_threads, n_ctx]: one row of attention scores per thread
+  std::vector<float> scores_;  // [n_threads, n_head / n_head_kv, n_ctx]: a KV head's query heads' scores per thread
 };
 
 }  // namespace moetier::model

@@ -36,14 +36,24 @@ void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) 
   }
 }
 
-float KvCache::dot_k(int64_t layer, int64_t pos, int64_t off, const float* q, int64_t n) const {
-  if (type_ == KvType::f16) return quant::kernels::dot_f16(q, &f16_[index(layer, pos, off, 0)], n);
-  return quant::kernels::dot_f32(q, &f32_[index(layer, pos, off, 0)], n);
+void KvCache::scores(int64_t layer, int64_t off, const float* q, int64_t group, int64_t n, int64_t j0, int64_t j1,
+                     float scale, float* scores, int64_t ld_s) const {
+  assert(layer < n_layer_ && j1 <= n_ctx_ && off + n <= n_kv_);
+  if (type_ == KvType::f16) {
+    quant::kernels::attn_scores_f16(q, group, n, &f16_[index(layer, 0, off, 0)], n_kv_, j0, j1, scale, scores, ld_s);
+  } else {
+    quant::kernels::attn_scores_f32(q, group, n, &f32_[index(layer, 0, off, 0)], n_kv_, j0, j1, scale, scores, ld_s);
+  }
 }
 
-void KvCache::axpy_v(int64_t layer, int64_t pos, int64_t off, float a, float* acc, int64_t n) const {
-  if (type_ == KvType::f16) return quant::kernels::axpy_f16(a, &f16_[index(layer, pos, off, 1)], acc, n);
-  quant::kernels::axpy_f32(a, &f32_[index(layer, pos, off, 1)], acc, n);
+void KvCache::values(int64_t layer, int64_t off, const float* p, int64_t group, int64_t ld_s, int64_t j0, int64_t j1,
+                     int64_t n, float* o) const {
+  assert(layer < n_layer_ && j1 <= n_ctx_ && off + n <= n_kv_);
+  if (type_ == KvType::f16) {
+    quant::kernels::attn_values_f16(p, group, ld_s, &f16_[index(layer, 0, off, 1)], n_kv_, j0, j1, n, o);
+  } else {
+    quant::kernels::attn_values_f32(p, group, ld_s, &f32_[index(layer, 0, off, 1)], n_kv_, j0, j1, n, o);
+  }
 }
 
 }  // namespace moetier::model

@@ -25,10 +25,13 @@ class KvCache {
 
   // Store k[n_kv], v[n_kv] for `pos` of `layer`.
   void store(int64_t layer, int64_t pos, const float* k, const float* v);
-  // q[n] . K[layer, pos, off:off+n]
-  float dot_k(int64_t layer, int64_t pos, int64_t off, const float* q, int64_t n) const;
-  // acc[n] += a * V[layer, pos, off:off+n]
-  void axpy_v(int64_t layer, int64_t pos, int64_t off, float a, float* acc, int64_t n) const;
+  // For the `group` query heads that share the KV head at element `off` (kernels in quant/kernels/vec_kernels.h):
+  // scores[g * ld_s + j] = scale * q[g * n : (g + 1) * n] . K[layer, j, off : off + n], g < group, j0 <= j < j1.
+  void scores(int64_t layer, int64_t off, const float* q, int64_t group, int64_t n, int64_t j0, int64_t j1,
+              float scale, float* scores, int64_t ld_s) const;
+  // o[g * n + i] = sum_{j0 <= j < j1} p[g * ld_s + j] * V[layer, j, off + i], g < group, i < n (o overwritten).
+  void values(int64_t layer, int64_t off, const float* p, int64_t group, int64_t ld_s, int64_t j0, int64_t j1,
+              int64_t n, float* o) const;
 
  private:
   size_t index(int64_t layer, int64_t pos, int64_t off, int which) const {

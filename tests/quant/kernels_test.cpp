@@ -252,41 +252,67 @@ TEST(ThreadPool, RunsEveryIndexOncePerRun) {
 namespace moetier::quant {
 namespace {
 
-// The attention vector kernels against double-precision sums, on every target, for lengths around the vector
-// widths (head dims are 64..256; odd lengths cover the scalar tails). Bound: gamma_n as at the top of this file.
-TEST(VecKernels, MatchReferenceOnEveryTarget) {
+// The attention kernels against double-precision sums, on every target: head dims around the vector widths
+// (real ones are 64..256; odd ones cover the scalar tails), groups of 1-8 query heads (the 4-head blocks and
+// their remainders), 67 cached rows from row 3 (a 64-row tile and a partial one), rows strided wider than the
+// head. Bounds: gamma_m * sum |products| (m = the terms + 2, as at the top of this file). And each head's result
+// is bit-identical to that head computed alone (group 1): the kernels' blocking does not touch the arithmetic.
+TEST(VecKernels, AttentionMatchesReferenceOnEveryTarget) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> prob(0.0f, 1.0f);
   const double u = std::ldexp(1.0, -24);
+  const auto gamma = [&](int64_t m) { return static_cast<double>(m + 2) * u / (1.0 - static_cast<double>(m + 2) * u); };
+  const int64_t j0 = 3, j1 = 70;
   for (int64_t target : kernels::compiled_targets()) {
     hwy::SetSupportedTargetsForTest(target);
     for (int64_t n : {1, 7, 16, 33, 64, 128, 257}) {
-      std::vector<float> q(static_cast<size_t>(n)), k32(static_cast<size_t>(n)), acc(static_cast<size_t>(n));
-      std::vector<uint16_t> k16(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) {
-        q[static_cast<size_t>(i)] = normal(rng);
-        k16[static_cast<size_t>(i)] = fp32_to_fp16(normal(rng));
-        k32[static_cast<size_t>(i)] = fp16_to_fp32(k16[static_cast<size_t>(i)]);
-        acc[static_cast<size_t>(i)] = normal(rng);
-      }
-      double ref = 0.0, abs_sum = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        ref += static_cast<double>(q[static_cast<size_t>(i)]) * k32[static_cast<size_t>(i)];
-        abs_sum += std::fabs(static_cast<double>(q[static_cast<size_t>(i)]) * k32[static_cast<size_t>(i)]);
-      }
-      const double gamma = static_cast<double>(n + 2) * u / (1.0 - static_cast<double>(n + 2) * u);
-      EXPECT_LE(std::fabs(kernels::dot_f16(q.data(), k16.data(), n) - ref), gamma * abs_sum) << n;
-      EXPECT_LE(std::fabs(kernels::dot_f32(q.data(), k32.data(), n) - ref), gamma * abs_sum) << n;
-      // axpy: one multiply-add per element, fused or not: within 2 roundings of the exact value.
-      std::vector<float> a16 = acc, a32 = acc;
-      kernels::axpy_f16(0.37f, k16.data(), a16.data(), n);
-      kernels::axpy_f32(0.37f, k32.data(), a32.data(), n);
-      for (int64_t i = 0; i < n; ++i) {
-        const size_t s = static_cast<size_t>(i);
-        const double want = static_cast<double>(acc[s]) + static_cast<double>(0.37f) * static_cast<double>(k32[s]);
-        const double tol = 2 * u * (std::fabs(static_cast<double>(acc[s])) + std::fabs(0.37 * k32[s]));
-        EXPECT_LE(std::fabs(a16[s] - want), tol) << n << " " << i << " " << hwy::TargetName(target);
-        EXPECT_LE(std::fabs(a32[s] - want), tol) << n << " " << i << " " << hwy::TargetName(target);
+      const int64_t ld_kv = 2 * n + 5, ld_s = j1 + 1;
+      std::vector<uint16_t> kv16(static_cast<size_t>(j1 * ld_kv));  // [j1, ld_kv]: keys, then values reused
+      std::vector<float> kv32(kv16.size());
+      for (size_t e = 0; e < kv16.size(); ++e) kv16[e] = fp32_to_fp16(normal(rng)), kv32[e] = fp16_to_fp32(kv16[e]);
+      for (int64_t group : {1, 3, 4, 8}) {
+        std::vector<float> q(static_cast<size_t>(group * n)), p(static_cast<size_t>(group * ld_s));
+        for (auto& e : q) e = normal(rng);
+        for (auto& e : p) e = prob(rng);
+        std::vector<float> s16(p.size(), NAN), s32(p.size(), NAN), o16(q.size(), NAN), o32(q.size(), NAN);
+        kernels::attn_scores_f16(q.data(), group, n, kv16.data(), ld_kv, j0, j1, 0.125f, s16.data(), ld_s);
+        kernels::attn_scores_f32(q.data(), group, n, kv32.data(), ld_kv, j0, j1, 0.125f, s32.data(), ld_s);
+        kernels::attn_values_f16(p.data(), group, ld_s, kv16.data() + n, ld_kv, j0, j1, n, o16.data());
+        kernels::attn_values_f32(p.data(), group, ld_s, kv32.data() + n, ld_kv, j0, j1, n, o32.data());
+        const std::string where = std::string(hwy::TargetName(target)) + " n " + std::to_string(n) + " group " +
+                                  std::to_string(group);
+        for (int64_t g = 0; g < group; ++g) {
+          for (int64_t j = j0; j < j1; ++j) {
+            double ref = 0.0, abs_sum = 0.0;
+            for (int64_t i = 0; i < n; ++i) {
+              const double pr = static_cast<double>(q[static_cast<size_t>(g * n + i)]) * kv32[static_cast<size_t>(j * ld_kv + i)];
+              ref += pr, abs_sum += std::fabs(pr);
+            }
+            const size_t at = static_cast<size_t>(g * ld_s + j);
+            const double tol = 0.125 * (gamma(n) * abs_sum + u * std::fabs(ref));  // and the scale's rounding
+            EXPECT_LE(std::fabs(s16[at] - 0.125 * ref), tol) << where;
+            EXPECT_LE(std::fabs(s32[at] - 0.125 * ref), tol) << where;
+          }
+          for (int64_t i = 0; i < n; ++i) {
+            double ref = 0.0, abs_sum = 0.0;
+            for (int64_t j = j0; j < j1; ++j) {
+              const double pr = static_cast<double>(p[static_cast<size_t>(g * ld_s + j)]) * kv32[static_cast<size_t>(j * ld_kv + n + i)];
+              ref += pr, abs_sum += std::fabs(pr);
+            }
+            const size_t at = static_cast<size_t>(g * n + i);
+            EXPECT_LE(std::fabs(o16[at] - ref), gamma(j1 - j0) * abs_sum) << where << " i " << i;
+            EXPECT_LE(std::fabs(o32[at] - ref), gamma(j1 - j0) * abs_sum) << where << " i " << i;
+          }
+          // Head g alone.
+          std::vector<float> s1(static_cast<size_t>(ld_s), NAN), o1(static_cast<size_t>(n), NAN);
+          kernels::attn_scores_f16(q.data() + g * n, 1, n, kv16.data(), ld_kv, j0, j1, 0.125f, s1.data(), ld_s);
+          kernels::attn_values_f16(p.data() + g * ld_s, 1, ld_s, kv16.data() + n, ld_kv, j0, j1, n, o1.data());
+          EXPECT_EQ(0, std::memcmp(s1.data() + j0, s16.data() + g * ld_s + j0, sizeof(float) * static_cast<size_t>(j1 - j0)))
+              << where << " head " << g;
+          EXPECT_EQ(0, std::memcmp(o1.data(), o16.data() + g * n, sizeof(float) * static_cast<size_t>(n)))
+              << where << " head " << g;
+        }
       }
     }
   }

@@ -7,6 +7,7 @@
 #define HWY_TARGET_INCLUDE "quant/kernels/vec_kernels.cpp"
 #include "hwy/foreach_target.h"  // must precede highway.h
 #include "hwy/highway.h"
+#include "hwy/cache_control.h"
 
 #include <cstdint>
 
@@ -29,36 +30,146 @@ HWY_INLINE hn::Vec<DF> LoadRow(const uint16_t* p) {
 }
 HWY_INLINE hn::Vec<DF> LoadRow(const float* p) { return hn::LoadU(DF(), p); }
 
+// Scores of G heads (G <= 4: 8 accumulators, two chains per head so the multiply-add latency does not bound the
+// loop) against rows j0 .. j1 - 1; each row's vectors are converted once for the G heads.
+// Rows are strided (a position's row holds every KV head), which the hardware prefetchers follow poorly once a
+// layer's cache outgrows L2: the kernels ask for the row kAhead on as they start one.
+inline constexpr int64_t kAhead = 8;
 template <class T>
-HWY_INLINE float Dot(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, int64_t n) {
+HWY_INLINE void PrefetchRow(const T* row, int64_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(row);  // past the cache's end is harmless for a prefetch
+  for (uintptr_t off = 0; off < static_cast<uintptr_t>(n) * sizeof(T); off += 64)
+    hwy::Prefetch(reinterpret_cast<const uint8_t*>(a + off));
+}
+
+template <size_t G, class T>
+HWY_INLINE void ScoresHeads(const float* HWY_RESTRICT q, int64_t n, const T* HWY_RESTRICT k, int64_t ld_kv,
+                            int64_t j0, int64_t j1, float scale, float* HWY_RESTRICT scores, int64_t ld_s) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto a0 = hn::Zero(df), a1 = hn::Zero(df);  // two chains: not bound by the FMA latency
-  int64_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    a0 = hn::MulAdd(hn::LoadU(df, q + i), LoadRow(k + i), a0);
-    a1 = hn::MulAdd(hn::LoadU(df, q + i + N), LoadRow(k + i + N), a1);
+  for (int64_t j = j0; j < j1; ++j) {
+    const T* kr = k + j * ld_kv;
+    PrefetchRow(kr + kAhead * ld_kv, n);
+    hn::Vec<DF> a0[G], a1[G];
+    for (size_t g = 0; g < G; ++g) a0[g] = hn::Zero(df), a1[g] = hn::Zero(df);
+    int64_t i = 0;
+    for (; i + 2 * N <= n; i += 2 * N) {
+      const auto k0 = LoadRow(kr + i), k1 = LoadRow(kr + i + N);
+      for (size_t g = 0; g < G; ++g) {
+        const float* qg = q + static_cast<int64_t>(g) * n;
+        a0[g] = hn::MulAdd(hn::LoadU(df, qg + i), k0, a0[g]);
+        a1[g] = hn::MulAdd(hn::LoadU(df, qg + i + N), k1, a1[g]);
+      }
+    }
+    if (i + N <= n) {
+      const auto k0 = LoadRow(kr + i);
+      for (size_t g = 0; g < G; ++g) a0[g] = hn::MulAdd(hn::LoadU(df, q + static_cast<int64_t>(g) * n + i), k0, a0[g]);
+      i += N;
+    }
+    for (size_t g = 0; g < G; ++g) {
+      const float* qg = q + static_cast<int64_t>(g) * n;
+      float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(a0[g], a1[g])));
+      for (int64_t e = i; e < n; ++e) s += qg[e] * Elem(kr, e);
+      scores[static_cast<int64_t>(g) * ld_s + j] = s * scale;
+    }
   }
-  for (; i + N <= n; i += N) a0 = hn::MulAdd(hn::LoadU(df, q + i), LoadRow(k + i), a0);
-  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, a1)));
-  for (; i < n; ++i) s += q[i] * Elem(k, i);
-  return s;
 }
 
 template <class T>
-HWY_INLINE void Axpy(float a, const T* HWY_RESTRICT v, float* HWY_RESTRICT acc, int64_t n) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const auto va = hn::Set(df, a);
-  int64_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, LoadRow(v + i), hn::LoadU(df, acc + i)), df, acc + i);
-  for (; i < n; ++i) acc[i] += a * Elem(v, i);
+HWY_INLINE void Scores(const float* q, int64_t group, int64_t n, const T* k, int64_t ld_kv, int64_t j0, int64_t j1,
+                       float scale, float* scores, int64_t ld_s) {
+  int64_t g = 0;
+  for (; g + 4 <= group; g += 4) ScoresHeads<4>(q + g * n, n, k, ld_kv, j0, j1, scale, scores + g * ld_s, ld_s);
+  switch (group - g) {
+    case 3: ScoresHeads<3>(q + g * n, n, k, ld_kv, j0, j1, scale, scores + g * ld_s, ld_s); break;
+    case 2: ScoresHeads<2>(q + g * n, n, k, ld_kv, j0, j1, scale, scores + g * ld_s, ld_s); break;
+    case 1: ScoresHeads<1>(q + g * n, n, k, ld_kv, j0, j1, scale, scores + g * ld_s, ld_s); break;
+    default: break;
+  }
 }
 
-float DotF16(const float* q, const uint16_t* k, int64_t n) { return Dot(q, k, n); }
-float DotF32(const float* q, const float* k, int64_t n) { return Dot(q, k, n); }
-void AxpyF16(float a, const uint16_t* v, float* acc, int64_t n) { Axpy(a, v, acc, n); }
-void AxpyF32(float a, const float* v, float* acc, int64_t n) { Axpy(a, v, acc, n); }
+// Weighted sums of G heads (G <= 4) over elements [i, i + 2N) of rows j0 .. j1 - 1, accumulating into o: 8
+// accumulators, each row's two vectors converted once for the G heads.
+template <size_t G, class T>
+HWY_INLINE void ValuesHeads(const float* HWY_RESTRICT p, int64_t ld_s, const T* HWY_RESTRICT v, int64_t ld_kv,
+                            int64_t j0, int64_t j1, int64_t n, int64_t i, float* HWY_RESTRICT o) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  hn::Vec<DF> a0[G], a1[G];
+  for (size_t g = 0; g < G; ++g) {
+    a0[g] = hn::LoadU(df, o + static_cast<int64_t>(g) * n + i);
+    a1[g] = hn::LoadU(df, o + static_cast<int64_t>(g) * n + i + N);
+  }
+  for (int64_t j = j0; j < j1; ++j) {
+    if (i == 0) PrefetchRow(v + (j + kAhead) * ld_kv, n);  // the tile's first pass brings its rows in
+    const auto v0 = LoadRow(v + j * ld_kv + i), v1 = LoadRow(v + j * ld_kv + i + N);
+    for (size_t g = 0; g < G; ++g) {
+      const auto pg = hn::Set(df, p[static_cast<int64_t>(g) * ld_s + j]);
+      a0[g] = hn::MulAdd(pg, v0, a0[g]);
+      a1[g] = hn::MulAdd(pg, v1, a1[g]);
+    }
+  }
+  for (size_t g = 0; g < G; ++g) {
+    hn::StoreU(a0[g], df, o + static_cast<int64_t>(g) * n + i);
+    hn::StoreU(a1[g], df, o + static_cast<int64_t>(g) * n + i + N);
+  }
+}
+
+// Rows in tiles of kRows (kRows * n elements: 16 KiB of F16 rows at n = 128, so a tile stays in L1 while the
+// heads and element ranges go over it); within a tile, up to 4 heads by 2N elements at a time in registers.
+template <class T>
+HWY_INLINE void Values(const float* p, int64_t group, int64_t ld_s, const T* v, int64_t ld_kv, int64_t j0,
+                       int64_t j1, int64_t n, float* o) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  constexpr int64_t kRows = 64;
+  for (int64_t e = 0; e < group * n; ++e) o[e] = 0.0f;
+  for (int64_t t0 = j0; t0 < j1; t0 += kRows) {
+    const int64_t t1 = t0 + kRows < j1 ? t0 + kRows : j1;
+    int64_t i = 0;
+    for (; i + 2 * N <= n; i += 2 * N) {
+      int64_t g = 0;
+      for (; g + 4 <= group; g += 4) ValuesHeads<4>(p + g * ld_s, ld_s, v, ld_kv, t0, t1, n, i, o + g * n);
+      switch (group - g) {
+        case 3: ValuesHeads<3>(p + g * ld_s, ld_s, v, ld_kv, t0, t1, n, i, o + g * n); break;
+        case 2: ValuesHeads<2>(p + g * ld_s, ld_s, v, ld_kv, t0, t1, n, i, o + g * n); break;
+        case 1: ValuesHeads<1>(p + g * ld_s, ld_s, v, ld_kv, t0, t1, n, i, o + g * n); break;
+        default: break;
+      }
+    }
+    // The tail below 2N elements: one vector, then scalars, with the same per-element operation.
+    for (int64_t g = 0; g < group; ++g) {
+      float* og = o + g * n;
+      const float* pg = p + g * ld_s;
+      for (int64_t j = t0; j < t1; ++j) {
+        const auto pj = hn::Set(df, pg[j]);
+        int64_t e = i;
+        if (e + N <= n) {
+          hn::StoreU(hn::MulAdd(pj, LoadRow(v + j * ld_kv + e), hn::LoadU(df, og + e)), df, og + e);
+          e += N;
+        }
+        for (; e < n; ++e) og[e] += pg[j] * Elem(v + j * ld_kv, e);
+      }
+    }
+  }
+}
+
+void ScoresF16(const float* q, int64_t group, int64_t n, const uint16_t* k, int64_t ld_kv, int64_t j0, int64_t j1,
+               float scale, float* scores, int64_t ld_s) {
+  Scores(q, group, n, k, ld_kv, j0, j1, scale, scores, ld_s);
+}
+void ScoresF32(const float* q, int64_t group, int64_t n, const float* k, int64_t ld_kv, int64_t j0, int64_t j1,
+               float scale, float* scores, int64_t ld_s) {
+  Scores(q, group, n, k, ld_kv, j0, j1, scale, scores, ld_s);
+}
+void ValuesF16(const float* p, int64_t group, int64_t ld_s, const uint16_t* v, int64_t ld_kv, int64_t j0, int64_t j1,
+               int64_t n, float* o) {
+  Values(p, group, ld_s, v, ld_kv, j0, j1, n, o);
+}
+void ValuesF32(const float* p, int64_t group, int64_t ld_s, const float* v, int64_t ld_kv, int64_t j0, int64_t j1,
+               int64_t n, float* o) {
+  Values(p, group, ld_s, v, ld_kv, j0, j1, n, o);
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace moetier::quant::kernels
@@ -67,15 +178,27 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace moetier::quant::kernels {
 
-HWY_EXPORT(DotF16);
-HWY_EXPORT(DotF32);
-HWY_EXPORT(AxpyF16);
-HWY_EXPORT(AxpyF32);
+HWY_EXPORT(ScoresF16);
+HWY_EXPORT(ScoresF32);
+HWY_EXPORT(ValuesF16);
+HWY_EXPORT(ValuesF32);
 
-float dot_f16(const float* q, const uint16_t* k, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF16)(q, k, n); }
-float dot_f32(const float* q, const float* k, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(q, k, n); }
-void axpy_f16(float a, const uint16_t* v, float* acc, int64_t n) { HWY_DYNAMIC_DISPATCH(AxpyF16)(a, v, acc, n); }
-void axpy_f32(float a, const float* v, float* acc, int64_t n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, v, acc, n); }
+void attn_scores_f16(const float* q, int64_t group, int64_t n, const uint16_t* k, int64_t ld_kv, int64_t j0,
+                     int64_t j1, float scale, float* scores, int64_t ld_s) {
+  HWY_DYNAMIC_DISPATCH(ScoresF16)(q, group, n, k, ld_kv, j0, j1, scale, scores, ld_s);
+}
+void attn_scores_f32(const float* q, int64_t group, int64_t n, const float* k, int64_t ld_kv, int64_t j0, int64_t j1,
+                     float scale, float* scores, int64_t ld_s) {
+  HWY_DYNAMIC_DISPATCH(ScoresF32)(q, group, n, k, ld_kv, j0, j1, scale, scores, ld_s);
+}
+void attn_values_f16(const float* p, int64_t group, int64_t ld_s, const uint16_t* v, int64_t ld_kv, int64_t j0,
+                     int64_t j1, int64_t n, float* o) {
+  HWY_DYNAMIC_DISPATCH(ValuesF16)(p, group, ld_s, v, ld_kv, j0, j1, n, o);
+}
+void attn_values_f32(const float* p, int64_t group, int64_t ld_s, const float* v, int64_t ld_kv, int64_t j0,
+                     int64_t j1, int64_t n, float* o) {
+  HWY_DYNAMIC_DISPATCH(ValuesF32)(p, group, ld_s, v, ld_kv, j0, j1, n, o);
+}
 
 }  // namespace moetier::quant::kernels
 #endif  // HWY_ONCE

@@ -1,20 +1,34 @@
-// Vector kernels of attention over the KV cache (Highway, dispatched at run time like the matmul kernels): the
-// dot product of a query head with a cached key row, and the weighted accumulation of a cached value row, for
-// F16 rows (the default cache, converted with F16C/NEON where the CPU has it) and F32 rows. The sums run in
-// float32 lanes, so results differ from a sequential sum only by association (each product and conversion is
-// exact or correctly rounded).
+// Vector kernels of attention over the KV cache (Highway, dispatched at run time like the matmul kernels), for
+// the `group` query heads of one token that share a KV head (grouped-query attention: n_head / n_head_kv heads;
+// 1 without it): their scores against a range of cached key rows, and their weighted sums of the cached value
+// rows. F16 rows (the default cache, converted with F16C/NEON where the CPU has it) and F32 rows.
+//
+// One call per (token, KV head) reads each cached row once for all its query heads, where a call per head and
+// row read it group times (8 for Qwen3-30B-A3B and gpt-oss, from L3 or DRAM once a layer's cache outgrows L2)
+// and paid a dispatch per row.
+//
+// The sums run in float32 lanes: a score is two interleaved chains of vector multiply-adds, then the lanes' sum
+// and the scalar tail; a weighted sum is one multiply-add per row and element, in row order. So results differ
+// from a sequential sum only by association (each product and conversion is exact or correctly rounded), and a
+// head's result does not depend on `group` or on the other heads.
 #pragma once
 
 #include <cstdint>
 
 namespace moetier::quant::kernels {
 
-// sum_i q[i] * k[i]; q: [n] float, k: [n] binary16 (as uint16_t bits) or float.
-float dot_f16(const float* q, const uint16_t* k, int64_t n);
-float dot_f32(const float* q, const float* k, int64_t n);
+// scores[g * ld_s + j] = scale * sum_{i < n} q[g * n + i] * k[j * ld_kv + i], for g < group and j0 <= j < j1.
+// q: [group, n] float; k: cached key rows, row j at k + j * ld_kv, binary16 (as uint16_t bits) or float.
+void attn_scores_f16(const float* q, int64_t group, int64_t n, const uint16_t* k, int64_t ld_kv, int64_t j0,
+                     int64_t j1, float scale, float* scores, int64_t ld_s);
+void attn_scores_f32(const float* q, int64_t group, int64_t n, const float* k, int64_t ld_kv, int64_t j0, int64_t j1,
+                     float scale, float* scores, int64_t ld_s);
 
-// acc[i] += a * v[i] for i < n; v: [n] binary16 (as uint16_t bits) or float.
-void axpy_f16(float a, const uint16_t* v, float* acc, int64_t n);
-void axpy_f32(float a, const float* v, float* acc, int64_t n);
+// o[g * n + i] = sum_{j0 <= j < j1} p[g * ld_s + j] * v[j * ld_kv + i] (in order of j), for g < group, i < n.
+// p: [group, ld_s] weights (softmax probabilities); v: cached value rows as k above; o: [group, n], overwritten.
+void attn_values_f16(const float* p, int64_t group, int64_t ld_s, const uint16_t* v, int64_t ld_kv, int64_t j0,
+                     int64_t j1, int64_t n, float* o);
+void attn_values_f32(const float* p, int64_t group, int64_t ld_s, const float* v, int64_t ld_kv, int64_t j0,
+                     int64_t j1, int64_t n, float* o);
 
 }  // namespace moetier::quant::kernels
