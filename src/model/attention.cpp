@@ -54,16 +54,21 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t group = nh / nkv;
-  // One (token, KV head) pair: the scores of its `group` query heads (consecutive in q) over the visible keys,
-  // each head's softmax, and the weighted sums of the values into their own slices of ctx_. Each cached row is
-  // read once for the group (KvCache::scores / values). Pairs are independent, so the pool's threads take
-  // contiguous ranges of them, each with its own scores rows.
-  const auto pair = [&](int64_t t, int64_t kvh, float* scores) {
+  util::ThreadPool* pool = mm.pool();
+  const int n_threads = pool != nullptr ? std::min(pool->size(), n_threads_) : 1;
+  // A task: one token's query heads h0 .. h0 + sub - 1, which share a KV head: their scores over the visible
+  // keys, each head's softmax, and the weighted sums of the values into their own slices of ctx_. Each cached
+  // row is read once for the task's heads (KvCache::scores / values). A task holds a whole KV head's group
+  // unless there would be fewer tasks than threads (decode: one token), then halves of it, and so on.
+  int64_t split = 1;
+  while (n_tok * nkv * split < n_threads && group % (2 * split) == 0) split *= 2;
+  const int64_t sub = group / split;
+  const auto task = [&](int64_t t, int64_t h0, float* scores) {
     const int64_t p = pos0 + t;
     const int64_t first = w.sliding_window > 0 ? std::max<int64_t>(0, p - w.sliding_window + 1) : 0;
-    const int64_t h0 = kvh * group;
-    cache.scores(layer, kvh * hd, q + t * nq + h0 * hd, group, hd, first, p + 1, scale, scores, n_ctx_);
-    for (int64_t g = 0; g < group; ++g) {
+    const int64_t koff = (h0 / group) * hd;
+    cache.scores(layer, koff, q + t * nq + h0 * hd, sub, hd, first, p + 1, scale, scores, n_ctx_);
+    for (int64_t g = 0; g < sub; ++g) {
       // Softmax over the visible keys and, when present, the head's sink logit (which has no value row).
       float* s = scores + g * n_ctx_;
       const int64_t h = h0 + g;
@@ -77,15 +82,13 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
       const float inv = static_cast<float>(1.0 / sum);
       for (int64_t j = first; j <= p; ++j) s[j] *= inv;
     }
-    cache.values(layer, kvh * hd, scores, group, n_ctx_, first, p + 1, hd, ctx_.data() + t * nq + h0 * hd);
+    cache.values(layer, koff, scores, sub, n_ctx_, first, p + 1, hd, ctx_.data() + t * nq + h0 * hd);
   };
-  const int64_t n_pairs = n_tok * nkv;
-  util::ThreadPool* pool = mm.pool();
-  const int n_threads = pool != nullptr ? std::min(pool->size(), n_threads_) : 1;
+  const int64_t n_tasks = n_tok * nkv * split, per_token = nkv * split;
   const auto range = [&](int i) {
     float* scores = scores_.data() + static_cast<int64_t>(i) * group * n_ctx_;
-    for (int64_t pr = n_pairs * i / n_threads; pr < n_pairs * (i + 1) / n_threads; ++pr)
-      pair(pr / nkv, pr % nkv, scores);
+    for (int64_t tk = n_tasks * i / n_threads; tk < n_tasks * (i + 1) / n_threads; ++tk)
+      task(tk / per_token, (tk % per_token) * sub, scores);
   };
   if (n_threads == 1) {
     range(0);
