@@ -286,7 +286,8 @@ TEST(VecKernels, AttentionMatchesReferenceOnEveryTarget) {
           for (int64_t j = j0; j < j1; ++j) {
             double ref = 0.0, abs_sum = 0.0;
             for (int64_t i = 0; i < n; ++i) {
-              const double pr = static_cast<double>(q[static_cast<size_t>(g * n + i)]) * kv32[static_cast<size_t>(j * ld_kv + i)];
+              const double pr = static_cast<double>(q[static_cast<size_t>(g * n + i)]) *
+                                kv32[static_cast<size_t>(j * ld_kv + i)];
               ref += pr, abs_sum += std::fabs(pr);
             }
             const size_t at = static_cast<size_t>(g * ld_s + j);
@@ -297,7 +298,8 @@ TEST(VecKernels, AttentionMatchesReferenceOnEveryTarget) {
           for (int64_t i = 0; i < n; ++i) {
             double ref = 0.0, abs_sum = 0.0;
             for (int64_t j = j0; j < j1; ++j) {
-              const double pr = static_cast<double>(p[static_cast<size_t>(g * ld_s + j)]) * kv32[static_cast<size_t>(j * ld_kv + n + i)];
+              const double pr = static_cast<double>(p[static_cast<size_t>(g * ld_s + j)]) *
+                                kv32[static_cast<size_t>(j * ld_kv + n + i)];
               ref += pr, abs_sum += std::fabs(pr);
             }
             const size_t at = static_cast<size_t>(g * n + i);
@@ -308,8 +310,8 @@ TEST(VecKernels, AttentionMatchesReferenceOnEveryTarget) {
           std::vector<float> s1(static_cast<size_t>(ld_s), NAN), o1(static_cast<size_t>(n), NAN);
           kernels::attn_scores_f16(q.data() + g * n, 1, n, kv16.data(), ld_kv, j0, j1, 0.125f, s1.data(), ld_s);
           kernels::attn_values_f16(p.data() + g * ld_s, 1, ld_s, kv16.data() + n, ld_kv, j0, j1, n, o1.data());
-          EXPECT_EQ(0, std::memcmp(s1.data() + j0, s16.data() + g * ld_s + j0, sizeof(float) * static_cast<size_t>(j1 - j0)))
-              << where << " head " << g;
+          const size_t row_bytes = sizeof(float) * static_cast<size_t>(j1 - j0);
+          EXPECT_EQ(0, std::memcmp(s1.data() + j0, s16.data() + g * ld_s + j0, row_bytes)) << where << " head " << g;
           EXPECT_EQ(0, std::memcmp(o1.data(), o16.data() + g * n, sizeof(float) * static_cast<size_t>(n)))
               << where << " head " << g;
         }

@@ -5,7 +5,9 @@
 //
 // One call per (token, KV head) reads each cached row once for all its query heads, where a call per head and
 // row read it group times (8 for Qwen3-30B-A3B and gpt-oss, from L3 or DRAM once a layer's cache outgrows L2)
-// and paid a dispatch per row.
+// and paid a dispatch per row. Qwen3-30B-A3B shape at -t 2, a 2048-token prompt then 32 tokens, one run each:
+// prefill 11.0 -> 16.6 tok/s, decode 3.95 -> 5.66 tok/s; a 512-token prompt, two alternating runs each: prefill
+// 16.3-16.9 -> 21.4-23.5 tok/s.
 //
 // The sums run in float32 lanes: a score is two interleaved chains of vector multiply-adds, then the lanes' sum
 // and the scalar tail; a weighted sum is one multiply-add per row and element, in row order. So results differ
