@@ -43,7 +43,8 @@ struct AttentionWeights {
 class Attention {
  public:
   Attention() = default;
-  // n_threads: the most threads forward() may use for the heads (the model's pool size; one scores row each).
+  // n_threads: the most threads forward() may use for the heads (the model's pool size; each holds the scores
+  // rows of one KV head's query heads).
   Attention(const AttentionConfig& cfg, int64_t max_tok, int64_t n_ctx, int n_threads);
 
   // out[n_tok, n_embd] = attention of the normalised input x[n_tok, n_embd] for tokens at pos0..pos0+n_tok-1,

@@ -408,8 +408,8 @@ TEST(MatmulKernels, GroupsMatchSeparateCalls) {
 // where it sits among them): the rows of a 2-token product are bit-identical to the same tokens' rows within 131
 // (on AVX2: 17 tiles of 8 tokens, the last padded, in two passes of 16 tiles), and so are the rows of a lone token
 // in a batched group (a routed expert's one token of a prompt). So a prompt's logits do not depend on how it was
-// batched or how its tokens were routed. Q4_K and Q6_K take the token-interleaved kernels on AVX2, Q8_0 the
-// row-major tiles.
+// batched or how its tokens were routed. Q4_K, Q6_K, Q4_0 and MXFP4 take the token-interleaved kernels on AVX2,
+// Q8_0 the row-major tiles.
 TEST(MatmulKernels, TokenResultsDoNotDependOnTheOtherTokens) {
   std::mt19937 rng(23);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -37,9 +37,11 @@ HWY_INLINE hn::Vec<DF> LoadRow(const float* p) { return hn::LoadU(DF(), p); }
 // Attention/qwen3-30b-a3b/ctx/N, GB/s of K and V, without -> with: 4096 2.0-2.5 -> 4.4-4.6, 32768 0.8-1.0 ->
 // 2.4-2.7.
 inline constexpr int64_t kAhead = 8;
+// Row j's n elements from rows at `base`, ld elements apart. The address is formed as an integer: past the cache's
+// end it is harmless to a prefetch but would not be a valid pointer.
 template <class T>
-HWY_INLINE void PrefetchRow(const T* row, int64_t n) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(row);  // past the cache's end is harmless for a prefetch
+HWY_INLINE void PrefetchRow(const T* base, int64_t j, int64_t ld, int64_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(j * ld) * sizeof(T);
   for (uintptr_t off = 0; off < static_cast<uintptr_t>(n) * sizeof(T); off += 64)
     hwy::Prefetch(reinterpret_cast<const uint8_t*>(a + off));
 }
@@ -51,7 +53,7 @@ HWY_INLINE void ScoresHeads(const float* HWY_RESTRICT q, int64_t n, const T* HWY
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t j = j0; j < j1; ++j) {
     const T* kr = k + j * ld_kv;
-    PrefetchRow(kr + kAhead * ld_kv, n);
+    PrefetchRow(k, j + kAhead, ld_kv, n);
     hn::Vec<DF> a0[G], a1[G];
     for (size_t g = 0; g < G; ++g) a0[g] = hn::Zero(df), a1[g] = hn::Zero(df);
     int64_t i = 0;
@@ -77,16 +79,23 @@ HWY_INLINE void ScoresHeads(const float* HWY_RESTRICT q, int64_t n, const T* HWY
   }
 }
 
+// Rows in tiles of kTileRows (16 KiB of F16 rows at n = 128: they stay in L1 while each block of 4 heads goes
+// over them, so a row comes from L2 / L3 / DRAM once for all the heads).
+inline constexpr int64_t kTileRows = 64;
+
 template <class T>
 HWY_INLINE void Scores(const float* q, int64_t group, int64_t n, const T* k, int64_t ld_kv, int64_t j0, int64_t j1,
                        float scale, float* scores, int64_t ld_s) {
-  int64_t g = 0;
-  for (; g + 4 <= group; g += 4) ScoresHeads<4>(q + g * n, n, k, ld_kv, j0, j1, scale, scores + g * ld_s, ld_s);
-  switch (group - g) {
-    case 3: ScoresHeads<3>(q + g * n, n, k, ld_kv, j0, j1, scale, scores + g * ld_s, ld_s); break;
-    case 2: ScoresHeads<2>(q + g * n, n, k, ld_kv, j0, j1, scale, scores + g * ld_s, ld_s); break;
-    case 1: ScoresHeads<1>(q + g * n, n, k, ld_kv, j0, j1, scale, scores + g * ld_s, ld_s); break;
-    default: break;
+  for (int64_t t0 = j0; t0 < j1; t0 += kTileRows) {
+    const int64_t t1 = t0 + kTileRows < j1 ? t0 + kTileRows : j1;
+    int64_t g = 0;
+    for (; g + 4 <= group; g += 4) ScoresHeads<4>(q + g * n, n, k, ld_kv, t0, t1, scale, scores + g * ld_s, ld_s);
+    switch (group - g) {
+      case 3: ScoresHeads<3>(q + g * n, n, k, ld_kv, t0, t1, scale, scores + g * ld_s, ld_s); break;
+      case 2: ScoresHeads<2>(q + g * n, n, k, ld_kv, t0, t1, scale, scores + g * ld_s, ld_s); break;
+      case 1: ScoresHeads<1>(q + g * n, n, k, ld_kv, t0, t1, scale, scores + g * ld_s, ld_s); break;
+      default: break;
+    }
   }
 }
 
@@ -103,7 +112,7 @@ HWY_INLINE void ValuesHeads(const float* HWY_RESTRICT p, int64_t ld_s, const T* 
     a1[g] = hn::LoadU(df, o + static_cast<int64_t>(g) * n + i + N);
   }
   for (int64_t j = j0; j < j1; ++j) {
-    if (i == 0) PrefetchRow(v + (j + kAhead) * ld_kv, n);  // the tile's first pass brings its rows in
+    if (i == 0) PrefetchRow(v, j + kAhead, ld_kv, n);  // the tile's first pass brings its rows in
     const auto v0 = LoadRow(v + j * ld_kv + i), v1 = LoadRow(v + j * ld_kv + i + N);
     for (size_t g = 0; g < G; ++g) {
       const auto pg = hn::Set(df, p[static_cast<int64_t>(g) * ld_s + j]);
@@ -117,17 +126,15 @@ HWY_INLINE void ValuesHeads(const float* HWY_RESTRICT p, int64_t ld_s, const T* 
   }
 }
 
-// Rows in tiles of kRows (kRows * n elements: 16 KiB of F16 rows at n = 128, so a tile stays in L1 while the
-// heads and element ranges go over it); within a tile, up to 4 heads by 2N elements at a time in registers.
+// Rows in tiles of kTileRows, as Scores; within a tile, up to 4 heads by 2N elements at a time in registers.
 template <class T>
 HWY_INLINE void Values(const float* p, int64_t group, int64_t ld_s, const T* v, int64_t ld_kv, int64_t j0,
                        int64_t j1, int64_t n, float* o) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  constexpr int64_t kRows = 64;
   for (int64_t e = 0; e < group * n; ++e) o[e] = 0.0f;
-  for (int64_t t0 = j0; t0 < j1; t0 += kRows) {
-    const int64_t t1 = t0 + kRows < j1 ? t0 + kRows : j1;
+  for (int64_t t0 = j0; t0 < j1; t0 += kTileRows) {
+    const int64_t t1 = t0 + kTileRows < j1 ? t0 + kTileRows : j1;
     int64_t i = 0;
     for (; i + 2 * N <= n; i += 2 * N) {
       int64_t g = 0;
