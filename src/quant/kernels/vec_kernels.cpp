@@ -30,8 +30,6 @@ HWY_INLINE hn::Vec<DF> LoadRow(const uint16_t* p) {
 }
 HWY_INLINE hn::Vec<DF> LoadRow(const float* p) { return hn::LoadU(DF(), p); }
 
-// Scores of G heads (G <= 4: 8 accumulators, two chains per head so the multiply-add latency does not bound the
-// loop) against rows j0 .. j1 - 1; each row's vectors are converted once for the G heads.
 // Rows are strided (a position's row holds every KV head), which the hardware prefetchers follow poorly once a
 // layer's cache outgrows L2: the kernels ask for the row kAhead on as they start one. bench_matvec
 // Attention/qwen3-30b-a3b/ctx/N, GB/s of K and V, without -> with: 4096 2.0-2.5 -> 4.4-4.6, 32768 0.8-1.0 ->
@@ -46,6 +44,8 @@ HWY_INLINE void PrefetchRow(const T* base, int64_t j, int64_t ld, int64_t n) {
     hwy::Prefetch(reinterpret_cast<const uint8_t*>(a + off));
 }
 
+// Scores of G heads (G <= 4: 8 accumulators, two chains per head so the multiply-add latency does not bound the
+// loop) against rows j0 .. j1 - 1; each row's vectors are converted once for the G heads.
 template <size_t G, class T>
 HWY_INLINE void ScoresHeads(const float* HWY_RESTRICT q, int64_t n, const T* HWY_RESTRICT k, int64_t ld_kv,
                             int64_t j0, int64_t j1, float scale, float* HWY_RESTRICT scores, int64_t ld_s) {
