@@ -28,7 +28,7 @@ MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRoundi
       xdt_(token_tiles() ? static_cast<size_t>(max_cols / 32 * 4 * max_q8_rows_) : 0),
       xc_(rounding == ActivationRounding::match_ggml &&
                   (kernels::code_offset(GgmlType::Q4_0) != 0 || kernels::code_offset(GgmlType::MXFP4) != 0)
-              ? static_cast<size_t>(max_cols / 2 * max_q8_rows_)
+              ? static_cast<size_t>(max_cols / 2 * std::min(max_q8_rows_, kPairSumRows))
               : 0) {}
 
 // The interleaved copies only where this CPU's kernels read them (AVX2 / AVX-512): elsewhere (Arm) they would be
@@ -294,7 +294,10 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
       qt += padded * cols;
       st += padded * (cols / 16);
       dt += padded * (cols / kernels::q8_block(xq[i].format));
-    } else if (const int o = kernels::code_offset(g.products.front().w.type); o != 0 && !scratch.xc_.empty()) {
+    } else if (const int o = kernels::code_offset(g.products.front().w.type);
+               o != 0 && g.n_tok * (cols / 2) <= scratch.xc_.data() + scratch.xc_.size() - pair_sums) {
+      // Where they fit (one token per group: a layer's experts at decode); without them the kernels spend sign
+      // operations instead, with the same integer sums.
       xq[i].c = pair_sums;
       kernels::offset_pair_sums(xq[i], g.n_tok, o);
       pair_sums += g.n_tok * (cols / 2);

@@ -92,8 +92,10 @@ class MatmulScratch {
   std::vector<int8_t> xqt_;   // [4 * max_q8_rows, max_cols]
   std::vector<int16_t> xst_;  // [4 * max_q8_rows, max_cols / 16]
   std::vector<float> xdt_;    // [4 * max_q8_rows, max_cols / 32]
-  // The pair sums the row-by-row kernels of offset codes read (kernels::Q8Rows::c), where this CPU's have them.
-  std::vector<int16_t> xc_;   // [max_q8_rows, max_cols / 2]
+  // The pair sums the row-by-row kernels of offset codes read (kernels::Q8Rows::c), where this CPU's have them:
+  // those kernels take one token (several go through the token tiles), so rows for a layer's chosen experts.
+  static constexpr int64_t kPairSumRows = 64;
+  std::vector<int16_t> xc_;   // [min(max_q8_rows, kPairSumRows), max_cols / 2]
 };
 
 // y[t, r] = sum_c w[r, c] * x[t, c] for t < n_tok, r < w.rows.
