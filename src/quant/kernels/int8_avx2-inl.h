@@ -365,12 +365,15 @@ HWY_INLINE void StoreTiles(const __m256 (&acc)[R][kTiles], int64_t g0, int64_t n
   }
 }
 
-template <class W, size_t R>
-HWY_INLINE void TokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t n_tok,
-                          float* HWY_RESTRICT y, int64_t y_stride) {
-  const int64_t T = x.tile, cols = x.cols, nb = cols / kQK_K, quads = cols / 4, blocks32 = cols / 32;
+// The token tiles' driver, for R rows from row0 (row_bytes apart) of nb weight blocks: the tiles of T tokens in
+// passes of up to 16 (R * 16 float accumulators, 128 tokens), each block of the R rows prepared once per pass
+// (prepare(b)) and multiplied with every tile of the pass (multiply(V{}, tile, b, acc, acc_stride), V = Lanes8,
+// or Lanes4 for a tile of 4 and for a last tile of 8 holding 1-4 tokens: its low halves).
+template <size_t R, class Prepare, class Multiply>
+HWY_INLINE void TilePasses(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, int64_t nb, int64_t T, int64_t n_tok,
+                           float* HWY_RESTRICT y, int64_t y_stride, const Prepare& prepare, const Multiply& multiply) {
   const int64_t tiles = padded_tokens(n_tok) / T;
-  constexpr int64_t kTilesPerPass = 16;  // up to 128 tokens: R * 16 float accumulators
+  constexpr int64_t kTilesPerPass = 16;
   for (int64_t g0 = 0; g0 < tiles; g0 += kTilesPerPass) {
     const int64_t ng = std::min(kTilesPerPass, tiles - g0);
     __m256 acc[R][kTilesPerPass];  // [row][tile]: lane t = token T * (g0 + tile) + t
@@ -378,21 +381,35 @@ HWY_INLINE void TokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, co
       for (size_t r = 0; r < R; ++r) acc[r][g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       if (g0 == 0) PrefetchNextRows(row0, R * row_bytes, nb, b);
-      typename W::Block wb[R];
-      for (size_t r = 0; r < R; ++r) W::Unpack(row0 + r * row_bytes + static_cast<size_t>(b) * W::kBytes, wb[r]);
+      prepare(b);
       for (int64_t g = 0; g < ng; ++g) {
-        const int8_t* xq = x.qt + ((g0 + g) * quads + b * (kQK_K / 4)) * 4 * T;
-        const int16_t* xs = x.st + ((g0 + g) * blocks32 + b * 8) * 2 * T;
-        const float* dx = x.dt + ((g0 + g) * nb + b) * T;
         if (T == 8 && n_tok - (g0 + g) * T > 4) {
-          TileBlock<W, Lanes8, R>(wb, xq, xs, dx, T, &acc[0][g], kTilesPerPass);
-        } else {  // a tile of 4, or a last tile of 8 holding 1-4 tokens: its low halves
-          TileBlock<W, Lanes4, R>(wb, xq, xs, dx, T, &acc[0][g], kTilesPerPass);
+          multiply(Lanes8{}, g0 + g, b, &acc[0][g], kTilesPerPass);
+        } else {
+          multiply(Lanes4{}, g0 + g, b, &acc[0][g], kTilesPerPass);
         }
       }
     }
     StoreTiles<R, kTilesPerPass>(acc, g0, ng, T, n_tok, y, y_stride);
   }
+}
+
+template <class W, size_t R>
+HWY_INLINE void TokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t n_tok,
+                          float* HWY_RESTRICT y, int64_t y_stride) {
+  const int64_t T = x.tile, cols = x.cols, nb = cols / kQK_K, quads = cols / 4, blocks32 = cols / 32;
+  typename W::Block wb[R];
+  TilePasses<R>(
+      row0, row_bytes, nb, T, n_tok, y, y_stride,
+      [&](int64_t b) HWY_ATTR {
+        for (size_t r = 0; r < R; ++r) W::Unpack(row0 + r * row_bytes + static_cast<size_t>(b) * W::kBytes, wb[r]);
+      },
+      [&](auto lanes, int64_t tile, int64_t b, __m256* acc, size_t acc_stride) HWY_ATTR {
+        const int8_t* xq = x.qt + (tile * quads + b * (kQK_K / 4)) * 4 * T;
+        const int16_t* xs = x.st + (tile * blocks32 + b * 8) * 2 * T;
+        const float* dx = x.dt + (tile * nb + b) * T;
+        TileBlock<W, decltype(lanes), R>(wb, xq, xs, dx, T, acc, acc_stride);
+      });
 }
 
 // Blocks of 32 signed int8 weights with one float scale: Q8_0 as stored; Q4_0, IQ4_NL and MXFP4 through a
@@ -553,35 +570,23 @@ template <class O, size_t R>
 HWY_INLINE void NibbleTokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t n_tok,
                                 float* HWY_RESTRICT y, int64_t y_stride) {
   const int64_t T = x.tile, nb = x.cols / 32, quads = x.cols / 4;
-  const int64_t tiles = padded_tokens(n_tok) / T;
   const __m256i tbl = O::Table();
-  constexpr int64_t kTilesPerPass = 16;
-  for (int64_t g0 = 0; g0 < tiles; g0 += kTilesPerPass) {
-    const int64_t ng = std::min(kTilesPerPass, tiles - g0);
-    __m256 acc[R][kTilesPerPass];  // [row][tile]: lane t = token T * (g0 + tile) + t
-    for (int64_t g = 0; g < ng; ++g)
-      for (size_t r = 0; r < R; ++r) acc[r][g] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      if (g0 == 0) PrefetchNextRows(row0, R * row_bytes, nb, b);
-      alignas(32) uint8_t w[R][32];  // [row]: the block's offset codes, in column order
-      float dw[R];
-      for (size_t r = 0; r < R; ++r) {
-        const uint8_t* blk = row0 + r * row_bytes + static_cast<size_t>(b) * O::kBytes;
-        dw[r] = O::Scale(blk);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w[r]), O::Weights(blk, tbl));
-      }
-      for (int64_t g = 0; g < ng; ++g) {
-        const int64_t blk = (g0 + g) * nb + b;
-        const int8_t* xq = x.qt + ((g0 + g) * quads + b * 8) * 4 * T;
-        if (T == 8 && n_tok - (g0 + g) * T > 4) {
-          TileBlock32<O, Lanes8, R>(w, dw, xq, x.st + blk * 2 * T, x.dt + blk * T, T, &acc[0][g], kTilesPerPass);
-        } else {
-          TileBlock32<O, Lanes4, R>(w, dw, xq, x.st + blk * 2 * T, x.dt + blk * T, T, &acc[0][g], kTilesPerPass);
+  alignas(32) uint8_t w[R][32];  // [row]: the block's offset codes, in column order
+  float dw[R];
+  TilePasses<R>(
+      row0, row_bytes, nb, T, n_tok, y, y_stride,
+      [&](int64_t b) HWY_ATTR {
+        for (size_t r = 0; r < R; ++r) {
+          const uint8_t* blk = row0 + r * row_bytes + static_cast<size_t>(b) * O::kBytes;
+          dw[r] = O::Scale(blk);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(w[r]), O::Weights(blk, tbl));
         }
-      }
-    }
-    StoreTiles<R, kTilesPerPass>(acc, g0, ng, T, n_tok, y, y_stride);
-  }
+      },
+      [&](auto lanes, int64_t tile, int64_t b, __m256* acc, size_t acc_stride) HWY_ATTR {
+        const int64_t blk = tile * nb + b;
+        TileBlock32<O, decltype(lanes), R>(w, dw, x.qt + (tile * quads + b * 8) * 4 * T, x.st + blk * 2 * T,
+                                           x.dt + blk * T, T, acc, acc_stride);
+      });
 }
 
 // Rows r0 .. r1 - 1 by the token tiles, four at a time (each row's result is the same whichever tile it is in).
