@@ -341,14 +341,18 @@ HWY_INLINE void TileBlock(const typename W::Block* HWY_RESTRICT wb, const int8_t
 }
 
 // With ~8 tokens (a routed expert's share of a prompt) a token tile consumes ~3 GB/s of weights per thread, so
-// it asks for the next tile's rows (the `bytes` after row0's, read in order) while it computes block b of nb:
-// 128-token prompt of the Qwen3-30B-A3B shape at -t 2, alternating runs, 12.9-15.3 tok/s with against 11.4-13.2
-// without. The address is formed as an integer, as in PrefetchAhead.
-HWY_INLINE void PrefetchNextRows(const uint8_t* row0, size_t bytes, int64_t nb, int64_t b) {
-  const uintptr_t next = reinterpret_cast<uintptr_t>(row0) + bytes;
-  const size_t chunk = bytes / static_cast<size_t>(nb);
-  for (size_t off = 0; off < chunk; off += 64)
-    hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + static_cast<size_t>(b) * chunk + off));
+// it asks for the next tile's rows while it computes the current ones: at step b of its walk through R rows
+// (read in order), the b-th `chunk` of the rows `bytes` further on, chunk = the bytes of the R rows that one step
+// reads. 128-token prompt of the Qwen3-30B-A3B shape at -t 2, alternating runs, 12.9-15.3 tok/s with against
+// 11.4-13.2 without. The address is formed as an integer, as in PrefetchAhead.
+HWY_INLINE void PrefetchNextRows(const uint8_t* row0, size_t bytes, size_t chunk, int64_t b) {
+  const uintptr_t next = reinterpret_cast<uintptr_t>(row0) + bytes + static_cast<size_t>(b) * chunk;
+  for (size_t off = 0; off < chunk; off += 64) hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + off));
+}
+// `bytes` for the one-token kernels (decode), which read fast enough that the next group of R rows is too close
+// when rows are short (a 768-column MXFP4 row is 408 bytes): the first group at least kPrefetchAhead bytes on.
+HWY_INLINE size_t RowsAhead(size_t group_bytes) {
+  return group_bytes * ((kPrefetchAhead + group_bytes - 1) / group_bytes);
 }
 
 // acc[r][g] (lane t = token T * (g0 + g) + t) for g < ng into y[token * y_stride + r], the padding lanes dropped.
@@ -373,6 +377,7 @@ template <size_t R, class Prepare, class Multiply>
 HWY_INLINE void TilePasses(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, int64_t nb, int64_t T, int64_t n_tok,
                            float* HWY_RESTRICT y, int64_t y_stride, const Prepare& prepare, const Multiply& multiply) {
   const int64_t tiles = padded_tokens(n_tok) / T;
+  const size_t block_bytes = R * (row_bytes / static_cast<size_t>(nb));  // the R rows' bytes of one block
   constexpr int64_t kTilesPerPass = 16;
   for (int64_t g0 = 0; g0 < tiles; g0 += kTilesPerPass) {
     const int64_t ng = std::min(kTilesPerPass, tiles - g0);
@@ -380,7 +385,7 @@ HWY_INLINE void TilePasses(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, i
     for (int64_t g = 0; g < ng; ++g)
       for (size_t r = 0; r < R; ++r) acc[r][g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      if (g0 == 0) PrefetchNextRows(row0, R * row_bytes, nb, b);
+      if (g0 == 0) PrefetchNextRows(row0, R * row_bytes, block_bytes, b);
       prepare(b);
       for (int64_t g = 0; g < ng; ++g) {
         if (T == 8 && n_tok - (g0 + g) * T > 4) {
@@ -529,6 +534,54 @@ HWY_INLINE void Block32Tile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, in
   for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
 }
 
+// One token (decode) of R rows of 32-blocks at a time: the token's codes, pair offsets and scale are loaded once
+// for the R rows, and the R rows' multiply-add chains (one accumulator per row) overlap, where Block32Tile<W, 1>
+// alternates two accumulators of one row. The group of rows at least kPrefetchAhead bytes on is prefetched as
+// these are read (RowsAhead). For MXFP4 and Q4_0, whose nibble decoding makes the one-row kernel compute-bound:
+// bench_matvec GB/s, medians of three alternating runs, Block32Tile<W, 1> -> these, ReadBandwidth 16.0 / 23.4 at
+// 1 / 2 threads: MatvecHot/MXFP4/768x2048 11.8 / 21.2 -> 13.5 / 24.9; Matvec/MXFP4/2048x768 9.4 / 18.1 -> 12.1 /
+// 20.6; Matvec/MXFP4/2048x4096 10.7 / 17.8 -> 12.6 / 21.7; Matvec/Q4_0/768x2048 10.3 / 15.7 -> 11.7 / 19.3. Q8_0
+// keeps Block32Tile: it is bound by memory either way, and its reads went 8% slower in this order (six runs).
+// y[r]: row r's result.
+template <class W, size_t R>
+HWY_INLINE void Block32Rows(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x,
+                            float* HWY_RESTRICT y) {
+  const int64_t nb = x.cols / 32;
+  const size_t ahead = RowsAhead(R * row_bytes);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i tbl = W::Table();
+  __m256 acc[R];
+  for (size_t r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b % 2 == 0) PrefetchNextRows(row0, ahead, 2 * R * W::kBytes, b / 2);
+    const __m256i xq = LoadU(x.q + b * 32);
+    const float dx = x.d[b];
+    __m256i xc;
+    if constexpr (requires { W::kOffset; }) xc = LoadU(x.c + b * 16);
+    for (size_t r = 0; r < R; ++r) {
+      const uint8_t* blk = row0 + r * row_bytes + static_cast<size_t>(b) * W::kBytes;
+      const float d = W::Scale(blk);
+      const __m256i w = W::Weights(blk, tbl);
+      __m256i pairs;
+      if constexpr (requires { W::kOffset; }) {  // as in Block32Tile
+        pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(w, xq), xc);
+      } else {
+        pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones)), acc[r]);
+    }
+  }
+  for (size_t r = 0; r < R; ++r) y[r] = Hsum(acc[r]);
+}
+
+// Rows r0 .. r1 - 1 of one token by Block32Rows, four at a time.
+template <class W>
+void Block32OneToken(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) Block32Rows<W, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, y + r);
+  for (; r < r1; ++r) Block32Rows<W, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, y + r);
+}
+
 // One 32-block of R rows (their offset codes w[r], scales dw[r]) times one tile of T tokens at V's width; the
 // offset's share is o times each token's code sum (its two sums of 16, one pmaddwd), taken off the block's sum.
 template <class O, class V, size_t R>
@@ -654,7 +707,11 @@ template <class O>
 void OffsetRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
                 int64_t r0, int64_t r1) {
   if (x.qt != nullptr) return TokenTileRows<O>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
-  if (x.c != nullptr) return Rows<Block32<O>::template Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+  if (x.c != nullptr) {
+    if (n_tok == 1) return Block32OneToken<O>(w, row_bytes, x, y, r0, r1);
+    return Rows<Block32<O>::template Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+  }
+  if (n_tok == 1) return Block32OneToken<typename O::W>(w, row_bytes, x, y, r0, r1);
   Rows<Block32<typename O::W>::template Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
 }
 
