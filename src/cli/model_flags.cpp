@@ -31,16 +31,26 @@ int64_t resolve_ctx(const ModelFlags& f, const gguf::Metadata& md) {
   return std::min(trained, kMaxDefaultCtx);
 }
 
-// KV cache bytes for n_ctx positions: K and V per layer of n_head_kv x head_dim elements of the KV type.
-uint64_t kv_bytes_estimate(const gguf::Metadata& md, int64_t n_ctx, const std::string& kv_type) {
+// Memory that grows with the context, for n_ctx positions: the KV cache (K and V per layer of n_head_kv x
+// head_dim elements of the KV type) and the attention's score rows (model/attention.h: per compute thread, a KV
+// head's n_head / n_head_kv query heads' scores over n_ctx positions, floats). The placement and the cache budget
+// count both.
+struct ContextBytes {
+  uint64_t kv = 0, scores = 0;
+  uint64_t total() const { return kv + scores; }
+};
+ContextBytes context_bytes_estimate(const gguf::Metadata& md, int64_t n_ctx, const std::string& kv_type,
+                                    int threads) {
   const std::string a = md.get_string_or("general.architecture", "");
   const uint64_t n_layer = md.get_uint_or(a + ".block_count", 0);
   const uint64_t n_head = md.get_uint_or(a + ".attention.head_count", 1);
-  const uint64_t n_head_kv = md.get_uint_or(a + ".attention.head_count_kv", n_head);
+  const uint64_t n_head_kv = std::max<uint64_t>(1, md.get_uint_or(a + ".attention.head_count_kv", n_head));
   const uint64_t n_embd = md.get_uint_or(a + ".embedding_length", 0);
   const uint64_t head_dim = md.get_uint_or(a + ".attention.key_length", n_head ? n_embd / n_head : 0);
   const uint64_t elem = kv_type == "f32" ? 4 : 2;
-  return 2 * n_layer * static_cast<uint64_t>(n_ctx) * n_head_kv * head_dim * elem;
+  const auto ctx = static_cast<uint64_t>(n_ctx);
+  return {2 * n_layer * ctx * n_head_kv * head_dim * elem,
+          ctx * (n_head / n_head_kv) * static_cast<uint64_t>(std::max(threads, 1)) * sizeof(float)};
 }
 
 // The adaptive tier's parameters: the rule over tiers (moe::decide_adapt), then explicit --adapt-* values.
@@ -183,7 +193,7 @@ LoadedModel load(const ModelFlags& f) {
   lm.file = std::make_unique<gguf::GgufModel>(gguf::GgufModel::open(f.model));
   const auto& md = lm.file->metadata();
   opts.n_ctx = resolve_ctx(f, md);
-  const uint64_t kv_bytes = kv_bytes_estimate(md, opts.n_ctx, f.kv_type);
+  const ContextBytes ctx_bytes = context_bytes_estimate(md, opts.n_ctx, f.kv_type, opts.threads);
   const auto layout = moe::ExpertLayout::from_model(*lm.file);
 
   const bool adaptive = f.cache_policy == "adaptive" || f.cache_policy == "adaptive-tuned";
@@ -214,7 +224,7 @@ LoadedModel load(const ModelFlags& f) {
   } else {
     uint64_t file_bytes = 0;
     for (const auto& s : lm.file->shards()) file_bytes += s.file_size;
-    const auto decision = moe::decide_placement(placement, file_bytes, kv_bytes, moe::mem_available_bytes());
+    const auto decision = moe::decide_placement(placement, file_bytes, ctx_bytes.total(), moe::mem_available_bytes());
     log_line(fmt::format("experts: {} ({})", decision.stream ? "stream" : "resident", decision.reason));
     if (decision.stream) {
       moe::StreamingOptions so;
@@ -226,7 +236,7 @@ LoadedModel load(const ModelFlags& f) {
       so.log = log_line;
       if (f.cache_mb == "auto") {
         const moe::ExpertStore probe(*lm.file);
-        const auto ac = moe::auto_cache(moe::mem_available_bytes(), layout.dense_total_bytes(), kv_bytes,
+        const auto ac = moe::auto_cache(moe::mem_available_bytes(), layout.dense_total_bytes(), ctx_bytes.total(),
                                         probe.slot_bytes(), layout.n_experts_total(), f.cache_floor_mb * kMiB,
                                         f.cache_ceil_mb * kMiB);
         so.cache_bytes = ac.bytes;
@@ -272,9 +282,10 @@ LoadedModel load(const ModelFlags& f) {
   if (info.n_moe_layers > 0)
     moe_part = fmt::format(", {} MoE layers x {} experts, top-{}", info.n_moe_layers, info.n_expert, info.n_expert_used);
   log_line(fmt::format("model: {} ({}, {} layers, n_embd {}, n_vocab {}{}), context {} tokens, KV cache {} ({:.1f} "
-                       "MiB), loaded in {:.2f} s",
+                       "MiB) + attention scores ({:.1f} MiB), loaded in {:.2f} s",
                        f.model, info.architecture, info.n_layer, info.n_embd, info.n_vocab, moe_part, info.n_ctx,
-                       f.kv_type, static_cast<double>(kv_bytes) / static_cast<double>(kMiB), lm.load_seconds));
+                       f.kv_type, static_cast<double>(ctx_bytes.kv) / static_cast<double>(kMiB),
+                       static_cast<double>(ctx_bytes.scores) / static_cast<double>(kMiB), lm.load_seconds));
   if (f.n_expert_used > 0)
     log_line(fmt::format("note: --n-expert-used {} overrides the model's top-k: output differs from the model's own",
                          f.n_expert_used));

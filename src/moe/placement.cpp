@@ -110,7 +110,7 @@ uint64_t mem_available_bytes() {
   return cg ? std::min(host, *cg) : host;
 }
 
-PlacementDecision decide_placement(Placement p, uint64_t model_bytes, uint64_t kv_bytes, uint64_t mem_available,
+PlacementDecision decide_placement(Placement p, uint64_t model_bytes, uint64_t context_bytes, uint64_t mem_available,
                                    uint64_t headroom) {
   PlacementDecision d;
   if (p == Placement::resident) {
@@ -122,18 +122,19 @@ PlacementDecision decide_placement(Placement p, uint64_t model_bytes, uint64_t k
     d.reason = "placement stream (as asked): experts stream from disk";
     return d;
   }
-  const uint64_t need = model_bytes + kv_bytes + headroom;
+  const uint64_t need = model_bytes + context_bytes + headroom;
   d.stream = need > mem_available;
-  d.reason = fmt::format("placement auto: model {:.0f} MiB + KV {:.0f} MiB + headroom {:.0f} MiB {} available {:.0f} MiB, {}",
-                         mib(model_bytes), mib(kv_bytes), mib(headroom), d.stream ? ">" : "<=", mib(mem_available),
+  d.reason = fmt::format("placement auto: model {:.0f} MiB + KV and scores {:.0f} MiB + headroom {:.0f} MiB {} "
+                         "available {:.0f} MiB, {}",
+                         mib(model_bytes), mib(context_bytes), mib(headroom), d.stream ? ">" : "<=", mib(mem_available),
                          d.stream ? "experts stream from disk" : "experts stay mapped");
   return d;
 }
 
-AutoCache auto_cache(uint64_t mem_available, uint64_t dense_bytes, uint64_t kv_bytes, uint64_t slot_bytes,
+AutoCache auto_cache(uint64_t mem_available, uint64_t dense_bytes, uint64_t context_bytes, uint64_t slot_bytes,
                      int64_t n_experts_total, uint64_t floor, uint64_t ceiling) {
   AutoCache a;
-  const uint64_t reserved = floor + dense_bytes + kv_bytes;
+  const uint64_t reserved = floor + dense_bytes + context_bytes;
   uint64_t b = mem_available > reserved ? mem_available - reserved : 0;
   if (ceiling > 0) b = std::min(b, ceiling);
   if (slot_bytes > 0) {

@@ -26,9 +26,9 @@ struct PlacementDecision {
 
 inline constexpr uint64_t kDefaultHeadroom = uint64_t{2048} << 20;  // bytes kept free by `auto`
 
-// resident and stream are taken as asked; auto streams when model_bytes + kv_bytes + headroom exceed
-// mem_available (all bytes).
-PlacementDecision decide_placement(Placement p, uint64_t model_bytes, uint64_t kv_bytes, uint64_t mem_available,
+// resident and stream are taken as asked; auto streams when model_bytes + context_bytes (the KV cache and the
+// attention's score rows) + headroom exceed mem_available (all bytes).
+PlacementDecision decide_placement(Placement p, uint64_t model_bytes, uint64_t context_bytes, uint64_t mem_available,
                                    uint64_t headroom = kDefaultHeadroom);
 
 inline constexpr uint64_t kDefaultCacheFloor = uint64_t{1536} << 20;  // bytes left to the system by cache auto
@@ -40,10 +40,10 @@ struct AutoCache {
   std::string report;    // "cache auto: X MiB = N experts = P% of all experts"
 };
 
-// The expert cache budget for cache_mb = auto: mem_available - floor - dense_bytes - kv_bytes, capped by
+// The expert cache budget for cache_mb = auto: mem_available - floor - dense_bytes - context_bytes, capped by
 // `ceiling` (0 = no cap) and by the bytes of all experts, floored at 0, and rounded down to whole slots of
 // slot_bytes. n_experts_total is the model's (layer, expert) count.
-AutoCache auto_cache(uint64_t mem_available, uint64_t dense_bytes, uint64_t kv_bytes, uint64_t slot_bytes,
+AutoCache auto_cache(uint64_t mem_available, uint64_t dense_bytes, uint64_t context_bytes, uint64_t slot_bytes,
                      int64_t n_experts_total, uint64_t floor = kDefaultCacheFloor, uint64_t ceiling = 0);
 
 }  // namespace moetier::moe

@@ -1,6 +1,7 @@
 // `moetier run` and `chat` end to end on the shared models.
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -83,6 +84,17 @@ TEST(Run, GenerationStopsAtAFullContext) {
   const auto r = test::run_cli("run -m '" + stories() + "' -c 24 -n 100 --temp 0 -p 'Once upon a time'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("context full at 24 tokens"), std::string::npos) << r.output;
+}
+
+// The start log states the memory that grows with -c: the KV cache, and the attention's score rows, which grow
+// with the threads too (n_ctx x n_head / n_head_kv floats per thread; stories260K has 8 query heads per 4 KV heads:
+// 100000 x 2 x 4 bytes = 0.76 MiB per thread).
+TEST(Run, StartLogCountsTheAttentionScoresPerThread) {
+  for (const auto& [threads, mib] : {std::pair{1, "0.8"}, std::pair{3, "2.3"}}) {
+    const auto r = test::run_cli("run -m '" + stories() + "' -c 100000 -n 1 -p hi -t " + std::to_string(threads));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string("+ attention scores (") + mib + " MiB)"), std::string::npos) << r.output;
+  }
 }
 
 TEST(Run, InvalidUtf8PromptDoesNotCrash) {
