@@ -292,7 +292,7 @@ int register_all() {
         ->Arg(1)->UseRealTime();
   }
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::MXFP4}) {
-    for (int64_t n_tok : {8, 128}) {
+    for (int64_t n_tok : {8, 12, 128}) {
       const std::string name = "Matmul/" + std::string(quant::type_name(t)) + "/768x2048/tok" + std::to_string(n_tok);
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok)->Arg(1)->Arg(2)->UseRealTime();
     }

@@ -23,16 +23,22 @@ MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRoundi
       xq_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols * max_q8_rows_) : 0),
       xd_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 32 * max_q8_rows_) : 0),
       xs_(rounding == ActivationRounding::match_ggml ? static_cast<size_t>(max_cols / 16 * max_q8_rows_) : 0),
-      xqt_(token_tiles() ? static_cast<size_t>(max_cols * 4 * max_q8_rows_) : 0),
-      xst_(token_tiles() ? static_cast<size_t>(max_cols / 16 * 4 * max_q8_rows_) : 0),
-      xdt_(token_tiles() ? static_cast<size_t>(max_cols / 32 * 4 * max_q8_rows_) : 0),
+      xqt_(token_tiles() ? static_cast<size_t>(max_cols * tiled_rows()) : 0),
+      xst_(token_tiles() ? static_cast<size_t>(max_cols / 16 * tiled_rows()) : 0),
+      xdt_(token_tiles() ? static_cast<size_t>(max_cols / 32 * tiled_rows()) : 0),
       xc_(rounding == ActivationRounding::match_ggml &&
                   (kernels::code_offset(GgmlType::Q4_0) != 0 || kernels::code_offset(GgmlType::MXFP4) != 0)
               ? static_cast<size_t>(max_cols / 2 * std::min(max_q8_rows_, kPairSumRows))
               : 0) {}
 
 // The interleaved copies only where this CPU's kernels read them (AVX2 / AVX-512): elsewhere (Arm) they would be
-// up to 4x the activation scratch of memory for nothing.
+// memory for nothing.
+int64_t MatmulScratch::tiled_rows() const {
+  // Each group pads to at most kTokenTile - 1 rows more than its tokens, and to at most kTokenTile rows per token.
+  return std::min(max_q8_rows_ + (kernels::kTokenTile - 1) * static_cast<int64_t>(kMaxGroups),
+                  kernels::kTokenTile * max_q8_rows_);
+}
+
 bool MatmulScratch::token_tiles() const {
   return rounding_ == ActivationRounding::match_ggml &&
          (kernels::uses_token_tiles(GgmlType::Q4_K) || kernels::uses_token_tiles(GgmlType::Q6_K) ||
@@ -262,7 +268,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
   }
 
   // Each group's x quantized once, on the calling thread, into consecutive rows of the scratch.
-  constexpr size_t kMaxGroups = 64;  // a layer's chosen experts; more are taken in several passes
+  constexpr size_t kMaxGroups = MatmulScratch::kMaxGroups;
   if (groups.size() > kMaxGroups) {
     matmul_groups(groups.first(kMaxGroups), scratch);
     matmul_groups(groups.subspan(kMaxGroups), scratch);
@@ -286,9 +292,8 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     d += g.n_tok * (cols / 32);
     sums += g.n_tok * (cols / 16);
     if ((g.n_tok > 1 || g.batched) && !scratch.xqt_.empty() && kernels::uses_token_tiles(g.products.front().w.type)) {
-      // The padded tiles take at most 4 rows per token, within the buffers' 4 * max_q8_rows.
+      // Padded, the groups fit in tiled_rows.
       const int64_t padded = kernels::padded_tokens(g.n_tok);
-      xq[i].tile = kernels::token_tile(g.n_tok);
       xq[i].qt = qt, xq[i].st = st, xq[i].dt = dt;
       kernels::interleave_q8_tokens(xq[i], g.n_tok);
       qt += padded * cols;

@@ -76,6 +76,9 @@ class MatmulScratch {
   const float* rounded_activations(GgmlType t, const float* x, int64_t n_tok, int64_t cols);
   kernels::Q8Rows quantized_activations(kernels::Q8Format f, const float* x, int64_t n_tok, int64_t cols);
   bool token_tiles() const;
+  int64_t tiled_rows() const;  // rows of xqt_ / xst_ / xdt_
+  // The most groups one matmul_groups pass quantizes (a layer's chosen experts); more are taken in several passes.
+  static constexpr size_t kMaxGroups = 64;
   util::ThreadPool* pool_ = nullptr;
   ActivationRounding rounding_ = ActivationRounding::exact;
   int64_t max_cols_ = 0;
@@ -87,11 +90,12 @@ class MatmulScratch {
   std::vector<float> xd_;    // [max_q8_rows, max_cols / 32]: their block scales
   std::vector<int16_t> xs_;  // [max_q8_rows, max_cols / 16]: their sums of 16
   // The same, token-interleaved for the multi-token kernels (kernels::Q8Rows::qt): a group of n tokens padded to
-  // at most 4 n rows (kernels::padded_tokens), hence 4 * max_q8_rows rows; empty where the kernels do not read
-  // them (token_tiles).
-  std::vector<int8_t> xqt_;   // [4 * max_q8_rows, max_cols]
-  std::vector<int16_t> xst_;  // [4 * max_q8_rows, max_cols / 16]
-  std::vector<float> xdt_;    // [4 * max_q8_rows, max_cols / 32]
+  // at most min(n + kTokenTile - 1, kTokenTile n) rows (kernels::padded_tokens), hence tiled_rows() =
+  // min(max_q8_rows + (kTokenTile - 1) * kMaxGroups, kTokenTile * max_q8_rows) rows; empty where the kernels do not
+  // read them (token_tiles).
+  std::vector<int8_t> xqt_;   // [tiled_rows, max_cols]
+  std::vector<int16_t> xst_;  // [tiled_rows, max_cols / 16]
+  std::vector<float> xdt_;    // [tiled_rows, max_cols / 32]
   // The pair sums the row-by-row kernels of offset codes read (kernels::Q8Rows::c), where this CPU's have them:
   // those kernels take one token (several go through the token tiles), so rows for a layer's chosen experts.
   static constexpr int64_t kPairSumRows = 64;

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "quant/blocks.h"
@@ -175,54 +176,6 @@ HWY_INLINE void Q6KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
   for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(acc[t]);
 }
 
-// The token tiles' vector operations at two widths: 8 tokens (AVX2 registers) and 4 (the low halves: a last tile
-// of 1-4 tokens does half the work). Lane for lane the same instructions, so a token's result is the same at
-// either width. The weights' broadcast scales (Block::sc, off) and the float accumulators are kept 256 bits wide.
-struct Lanes8 {
-  using I = __m256i;
-  using F = __m256;
-  static HWY_INLINE I Load(const void* p) { return LoadU(p); }
-  static HWY_INLINE I Narrow(__m256i v) { return v; }
-  static HWY_INLINE I Zero() { return _mm256_setzero_si256(); }
-  static HWY_INLINE I Bcast(int32_t v) { return _mm256_set1_epi32(v); }
-  static HWY_INLINE I MulPairs(I w, I x) { return _mm256_maddubs_epi16(w, x); }
-  static HWY_INLINE I Madd(I a, I b) { return _mm256_madd_epi16(a, b); }
-  static HWY_INLINE I Add16(I a, I b) { return _mm256_add_epi16(a, b); }
-  static HWY_INLINE I Add32(I a, I b) { return _mm256_add_epi32(a, b); }
-  static HWY_INLINE I Sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
-  static HWY_INLINE I Shl5(I a) { return _mm256_slli_epi32(a, 5); }
-  static HWY_INLINE F LoadF(const float* p) { return _mm256_loadu_ps(p); }
-  static HWY_INLINE F ToF(I a) { return _mm256_cvtepi32_ps(a); }
-  static HWY_INLINE F Set1(float v) { return _mm256_set1_ps(v); }
-  static HWY_INLINE F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static HWY_INLINE F MulAdd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-  static HWY_INLINE F NegMulAdd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
-  static HWY_INLINE F Narrow(__m256 v) { return v; }
-  static HWY_INLINE __m256 Widen(F v) { return v; }
-};
-struct Lanes4 {
-  using I = __m128i;
-  using F = __m128;
-  static HWY_INLINE I Load(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-  static HWY_INLINE I Narrow(__m256i v) { return _mm256_castsi256_si128(v); }
-  static HWY_INLINE I Zero() { return _mm_setzero_si128(); }
-  static HWY_INLINE I Bcast(int32_t v) { return _mm_set1_epi32(v); }
-  static HWY_INLINE I MulPairs(I w, I x) { return _mm_maddubs_epi16(w, x); }
-  static HWY_INLINE I Madd(I a, I b) { return _mm_madd_epi16(a, b); }
-  static HWY_INLINE I Add16(I a, I b) { return _mm_add_epi16(a, b); }
-  static HWY_INLINE I Add32(I a, I b) { return _mm_add_epi32(a, b); }
-  static HWY_INLINE I Sub32(I a, I b) { return _mm_sub_epi32(a, b); }
-  static HWY_INLINE I Shl5(I a) { return _mm_slli_epi32(a, 5); }
-  static HWY_INLINE F LoadF(const float* p) { return _mm_loadu_ps(p); }
-  static HWY_INLINE F ToF(I a) { return _mm_cvtepi32_ps(a); }
-  static HWY_INLINE F Set1(float v) { return _mm_set1_ps(v); }
-  static HWY_INLINE F Mul(F a, F b) { return _mm_mul_ps(a, b); }
-  static HWY_INLINE F MulAdd(F a, F b, F c) { return _mm_fmadd_ps(a, b, c); }
-  static HWY_INLINE F NegMulAdd(F a, F b, F c) { return _mm_fnmadd_ps(a, b, c); }
-  static HWY_INLINE F Narrow(__m256 v) { return _mm256_castps256_ps128(v); }
-  static HWY_INLINE __m256 Widen(F v) { return _mm256_castps128_ps256(v); }  // upper lanes undefined, never read
-};
-
 // Several tokens (prefill; compute-bound) of Q4_K or Q6_K, R rows (1..4) at a time, against the token-interleaved
 // activations (Q8Rows::qt/st/dt): a vector holds 4 consecutive codes ("a quad") of each of 8 tokens, and one
 // weight row's 4 codes are broadcast to all 8 lanes, so pmaddubsw and then pmaddwd with the sub-block scale leave
@@ -232,42 +185,108 @@ struct Lanes4 {
 // Q4_K tok8 28.2 / 37.9 -> 41.9 / 66.0, tok128 28.6 / 44.9 -> 62.7 / 82.4; Q6_K tok128 27.6 / 40.2 -> 40.4 / 63.8,
 // tok8 unchanged (30.9 / 44.1: one tile does not pay for unpacking the block and its 24 scale vectors).
 //
+// Paired tiles: a tile of 1-4 tokens (Q8Rows: each token in two lanes) takes two rows per vector, lane 2t the
+// first row's sum for token t and 2t + 1 the second's: the pair's two quads broadcast with one 8-byte load. A
+// routed expert's share of a prompt ends in such a tile about half the time (8 tokens on average for
+// Qwen3-30B-A3B's 128-token prompt), which otherwise costs as much as a full one. So rows are unpacked in pairs,
+// their codes interleaved per quad: quad j of a 32-block of the pair's row h at byte 8 j + 4 h (StorePair).
+//
 // Sums: a pmaddubsw lane is two products, kQuadsPerSum quads add in int16 before the pmaddwd: Q4_K 8 quads of
 // codes 0..15 (8 * 2 * 15 * 127 = 30480 < 2^15), Q6_K 2 quads of codes 0..63 (2 * 2 * 63 * 127 = 32004). The
 // offsets (Q4_K's mins, Q6_K's -32) multiply the activation sums of 16 with one pmaddwd per 32-block. Per token
 // and block, in the token's lane, Finish adds float(sum) * (d * dx) (and Q4_K's min term): the same operations for
-// every token whatever its tile or the other tokens, so a token's result does not depend on the batch it came
-// in. (One token goes through Q4KTile / Q6KTile, as in decode, unless it is a routed expert's share of a prompt:
-// ProductGroup::batched.)
+// every token whatever its tile, paired or not, or the other tokens, so a token's result does not depend on the
+// batch it came in. (One token goes through Q4KTile / Q6KTile, as in decode, unless it is a routed expert's share
+// of a prompt: ProductGroup::batched.)
+//
+// Scales: Unpack keeps each as a 32-bit word (the int16 scale twice, what pmaddwd pairs with the two int16 sums of
+// a lane), broadcast where used with one load; with several tiles per pass Widen stores them as vectors once, which
+// the pmaddwd then takes from memory. bench_matvec Matmul/Q4_K/768x2048 at 1 thread, medians of 5 alternating runs,
+// 16 stored broadcast vectors per block -> words: tok8 65.5 -> 72.4 G MAC/s, tok128 94.6 -> 95.1 (widened).
+// The 32 codes a and b of one 32-block of two rows, interleaved per quad into pw[0..63]: unpacklo/hi_epi32 give
+// quads j in the 8-byte slots QuadSlot(j) (0 1 4 5 | 2 3 6 7); kInOrder puts them in order with two lane permutes.
+// Q4_K and Q6_K take that, for affine addresses: GCC leaves their long quad loops rolled otherwise, the sums on the
+// stack (Matmul/Q4_K/768x2048/tok128 at half the speed). The nibble types' short loops unroll either way, and there
+// the permutes cost (Matmul/MXFP4/768x2048/tok8 at 1 thread, 5 alternating runs: 47 -> 40 G MAC/s).
+HWY_INLINE constexpr int QuadSlot(int j) { return (j & 1) | ((j & 2) << 1) | ((j & 4) >> 1); }
+template <bool kInOrder>
+HWY_INLINE void StorePair(void* HWY_RESTRICT pw, __m256i a, __m256i b) {
+  const __m256i lo = _mm256_unpacklo_epi32(a, b), hi = _mm256_unpackhi_epi32(a, b);
+  if constexpr (kInOrder) {
+    _mm256_store_si256(static_cast<__m256i*>(pw), _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_store_si256(static_cast<__m256i*>(pw) + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+  } else {
+    _mm256_store_si256(static_cast<__m256i*>(pw), lo);
+    _mm256_store_si256(static_cast<__m256i*>(pw) + 1, hi);
+  }
+}
+// 8 words of each of two rows (32-byte aligned), interleaved the same way into 8 pair words.
+HWY_INLINE void StoreWordPairs(int64_t* HWY_RESTRICT pw, const int32_t* a, const int32_t* b) {
+  StorePair<true>(pw, _mm256_load_si256(reinterpret_cast<const __m256i*>(a)),
+                  _mm256_load_si256(reinterpret_cast<const __m256i*>(b)));
+}
+
+// One row's float (h) in every lane, or a pair's two in alternate lanes.
+template <bool kPaired>
+HWY_INLINE __m256 RowScales(const float (&s)[2], int h) {
+  if constexpr (kPaired) {
+    double both;
+    std::memcpy(&both, s, sizeof both);
+    return _mm256_castpd_ps(_mm256_set1_pd(both));
+  }
+  return _mm256_set1_ps(s[h]);
+}
+
 struct Q4KTokens {
   static constexpr size_t kBytes = sizeof(BlockQ4_K);
   static constexpr int kQuadsPerSum = 8;    // one 32-block, one scale
   static constexpr int kQuadsPerScale = 8;
-  struct Block {
-    alignas(32) uint8_t w[kQK_K];  // codes 0..15 as bytes, in column order
-    __m256i sc[8];                 // [32-block]: its 6-bit scale in every int16 lane
-    __m256i off[8];                // [32-block]: its min in every int16 lane (times its two sums of 16)
-    float d, dmin;
+  static constexpr int64_t kWideFromTiles = 3;  // full tiles in a pass from which Widen pays
+  struct Block {  // two rows' (h = 0, 1)
+    alignas(32) uint8_t w[2 * kQK_K];  // codes 0..15 as bytes, 64 per 32-block (StorePair)
+    alignas(32) int32_t sc[2][8];      // [h][32-block]: its 6-bit scale in both int16 halves
+    alignas(32) int32_t off[2][8];     // [h][32-block]: its min in both int16 halves (times its two sums of 16)
+    alignas(32) int64_t psc[8], poff[8];  // [32-block]: both rows' words, for the paired tiles (Pair)
+    __m256i scv[2][8], offv[2][8];     // [h][32-block]: the words in every lane (Widen)
+    float d[2], dmin[2];
   };
-  static HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT blk, Block& o) {
-    o.d = Fp16At(blk + offsetof(BlockQ4_K, d));
-    o.dmin = Fp16At(blk + offsetof(BlockQ4_K, dmin));
-    alignas(32) int16_t sm[16];  // scales 0-7, mins 8-15, broadcast from memory
-    const __m128i packed = Q4KScalesMins(blk + offsetof(BlockQ4_K, scales));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sm), _mm256_cvtepu8_epi16(packed));
-    for (int k = 0; k < 8; ++k) o.sc[k] = _mm256_set1_epi16(sm[k]), o.off[k] = _mm256_set1_epi16(sm[8 + k]);
+  static HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT a, const uint8_t* HWY_RESTRICT b, Block& o) {
+    const uint8_t* blk[2] = {a, b};
+    for (int h = 0; h < 2; ++h) {
+      o.d[h] = Fp16At(blk[h] + offsetof(BlockQ4_K, d));
+      o.dmin[h] = Fp16At(blk[h] + offsetof(BlockQ4_K, dmin));
+      // int16 scales 0-7 | mins 0-7, each doubled into a word: unpacklo gives scales 0-3 | mins 0-3, unpackhi
+      // 4-7 | 4-7.
+      const __m256i sm = _mm256_cvtepu8_epi16(Q4KScalesMins(blk[h] + offsetof(BlockQ4_K, scales)));
+      const __m256i lo = _mm256_unpacklo_epi16(sm, sm), hi = _mm256_unpackhi_epi16(sm, sm);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.sc[h]), _mm256_permute2x128_si256(lo, hi, 0x20));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.off[h]), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int p = 0; p < 4; ++p) {  // qs[32p + i]: column 64p + i (low nibble) and 64p + 32 + i (high)
-      const __m256i q = LoadU(blk + offsetof(BlockQ4_K, qs) + 32 * p);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 64 * p), _mm256_and_si256(q, m4));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 64 * p + 32), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+      const __m256i qa = LoadU(a + offsetof(BlockQ4_K, qs) + 32 * p);
+      const __m256i qb = LoadU(b + offsetof(BlockQ4_K, qs) + 32 * p);
+      StorePair<true>(o.w + 128 * p, _mm256_and_si256(qa, m4), _mm256_and_si256(qb, m4));
+      StorePair<true>(o.w + 128 * p + 64, _mm256_and_si256(_mm256_srli_epi16(qa, 4), m4),
+                      _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4));
     }
   }
-  template <class V>
-  static HWY_INLINE typename V::F Finish(const Block& o, typename V::I isum, typename V::I ioff, typename V::F dx,
-                                         typename V::F acc) {
-    acc = V::MulAdd(V::ToF(isum), V::Mul(V::Set1(o.d), dx), acc);
-    return V::NegMulAdd(V::ToF(ioff), V::Mul(V::Set1(o.dmin), dx), acc);
+  static HWY_INLINE void Widen(Block& o) {
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 8; ++k) {
+        o.scv[h][k] = _mm256_set1_epi32(o.sc[h][k]);
+        o.offv[h][k] = _mm256_set1_epi32(o.off[h][k]);
+      }
+    }
+  }
+  static HWY_INLINE void Pair(Block& o) {
+    StoreWordPairs(o.psc, o.sc[0], o.sc[1]);
+    StoreWordPairs(o.poff, o.off[0], o.off[1]);
+  }
+  template <bool kPaired>
+  static HWY_INLINE __m256 Finish(const Block& o, int h, __m256i isum, __m256i ioff, __m256 dx, __m256 acc) {
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(RowScales<kPaired>(o.d, h), dx), acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ioff), _mm256_mul_ps(RowScales<kPaired>(o.dmin, h), dx), acc);
   }
 };
 
@@ -275,68 +294,124 @@ struct Q6KTokens {
   static constexpr size_t kBytes = sizeof(BlockQ6_K);
   static constexpr int kQuadsPerSum = 2;
   static constexpr int kQuadsPerScale = 4;  // sub-blocks of 16
-  struct Block {
-    alignas(32) uint8_t w[kQK_K];  // codes 0..63 as bytes, in column order
-    __m256i sc[16];                // [sub-block of 16]: its int8 scale in every int16 lane
-    __m256i off[8];                // [32-block]: its two sub-blocks' scales in alternate int16 lanes
-    float d;
+  static constexpr int64_t kWideFromTiles = 1;
+  struct Block {  // two rows' (h = 0, 1)
+    alignas(32) uint8_t w[2 * kQK_K];  // codes 0..63 as bytes, 64 per 32-block (StorePair)
+    alignas(32) int32_t sc[2][16];     // [h][sub-block of 16]: its int8 scale in both int16 halves
+    alignas(32) int32_t off[2][8];     // [h][32-block]: its two sub-blocks' scales, the low and high int16
+    alignas(32) int64_t psc[16], poff[8];  // [sub-block], [32-block]: both rows' words, for the paired tiles
+    __m256i scv[2][16], offv[2][8];    // [h][..]: the words in every lane (Widen)
+    float d[2];
   };
-  static HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT blk, Block& o) {
-    o.d = Fp16At(blk + offsetof(BlockQ6_K, d));
-    alignas(32) int16_t sc[16];
-    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ6_K, scales)));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sc), _mm256_cvtepi8_epi16(sc8));
-    for (int k = 0; k < 16; ++k) o.sc[k] = _mm256_set1_epi16(sc[k]);
-    for (int k = 0; k < 8; ++k) {
-      int32_t pair;
-      std::memcpy(&pair, sc + 2 * k, 4);
-      o.off[k] = _mm256_set1_epi32(pair);
+  static HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT a, const uint8_t* HWY_RESTRICT b, Block& o) {
+    const uint8_t* blk[2] = {a, b};
+    __m256i q[2][8];
+    for (int h = 0; h < 2; ++h) {
+      o.d[h] = Fp16At(blk[h] + offsetof(BlockQ6_K, d));
+      const __m256i sc16 = _mm256_cvtepi8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[h] + offsetof(BlockQ6_K, scales))));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.off[h]), sc16);  // int16 scales 0-15: the pairs as words
+      // Each scale doubled into a word: unpacklo gives scales 0-3 | 8-11, unpackhi 4-7 | 12-15.
+      const __m256i lo = _mm256_unpacklo_epi16(sc16, sc16), hi = _mm256_unpackhi_epi16(sc16, sc16);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.sc[h]), _mm256_permute2x128_si256(lo, hi, 0x20));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.sc[h] + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+      Q6KCodes(blk[h], q[h]);
     }
-    __m256i q[8];
-    Q6KCodes(blk, q);
-    for (int k = 0; k < 8; ++k) _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 32 * k), q[k]);
+    for (int k = 0; k < 8; ++k) StorePair<true>(o.w + 64 * k, q[0][k], q[1][k]);
   }
-  template <class V>
-  static HWY_INLINE typename V::F Finish(const Block& o, typename V::I isum, typename V::I ioff, typename V::F dx,
-                                         typename V::F acc) {
-    const typename V::I total = V::Sub32(isum, V::Shl5(ioff));  // the codes' -32
-    return V::MulAdd(V::ToF(total), V::Mul(V::Set1(o.d), dx), acc);
+  static HWY_INLINE void Widen(Block& o) {
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 16; ++k) o.scv[h][k] = _mm256_set1_epi32(o.sc[h][k]);
+      for (int k = 0; k < 8; ++k) o.offv[h][k] = _mm256_set1_epi32(o.off[h][k]);
+    }
+  }
+  static HWY_INLINE void Pair(Block& o) {
+    StoreWordPairs(o.psc, o.sc[0], o.sc[1]);
+    StoreWordPairs(o.psc + 8, o.sc[0] + 8, o.sc[1] + 8);
+    StoreWordPairs(o.poff, o.off[0], o.off[1]);
+  }
+  template <bool kPaired>
+  static HWY_INLINE __m256 Finish(const Block& o, int h, __m256i isum, __m256i ioff, __m256 dx, __m256 acc) {
+    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(ioff, 5));  // the codes' -32
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(RowScales<kPaired>(o.d, h), dx), acc);
   }
 };
 
-// One block of R rows (wb) times one tile of T tokens at V's width: acc[r * acc_stride] += the block's products.
-template <class W, class V, size_t R>
-HWY_INLINE void TileBlock(const typename W::Block* HWY_RESTRICT wb, const int8_t* HWY_RESTRICT xq,
-                          const int16_t* HWY_RESTRICT xs, const float* HWY_RESTRICT dx, int64_t T, __m256* acc,
+// The vectors of R rows in one tile: R, or (R + 1) / 2 when paired (an odd R's last pair holds its last row twice).
+// Vector v holds row v (pair v / 2's row v % 2) in all lanes, or, paired, pair v in alternate lanes.
+template <size_t R, bool kPaired>
+inline constexpr size_t kTileVectors = kPaired ? (R + 1) / 2 : R;
+
+// Quad j of a 32-block's 64 interleaved codes w (StorePair<kInOrder>) for vector v: the row's 4 bytes in all lanes,
+// or, paired, the pair's 8 bytes in alternate lanes.
+template <bool kPaired, bool kInOrder>
+HWY_INLINE __m256i TileQuad(const uint8_t* HWY_RESTRICT w, size_t v, int j) {
+  const uint8_t* p = w + 8 * (kInOrder ? j : QuadSlot(j));
+  if constexpr (kPaired) {
+    int64_t q;
+    std::memcpy(&q, p, 8);
+    return _mm256_set1_epi64x(q);
+  }
+  int32_t q;
+  std::memcpy(&q, p + 4 * (v % 2), 4);
+  return _mm256_set1_epi32(q);
+}
+
+// Scale or offset word i of a Block for vector v: words[h][i] broadcast, or its Widened vector wide[h][i], or,
+// paired, the pair's words pairs[i] in alternate lanes.
+template <bool kPaired, bool kWide, size_t N>
+HWY_INLINE __m256i TileWord(const int32_t (&words)[2][N], const int64_t (&pairs)[N], const __m256i (&wide)[2][N],
+                            size_t v, int i) {
+  if constexpr (kPaired) return _mm256_set1_epi64x(pairs[i]);
+  if constexpr (kWide) return wide[v % 2][i];
+  return _mm256_set1_epi32(words[v % 2][i]);
+}
+
+// One block of R rows (their pairs wb) times one tile: acc[v * acc_stride] += the block's products (kTileVectors).
+template <class W, size_t R, bool kPaired, bool kWide>
+HWY_INLINE void TileBlock(const typename W::Block* HWY_RESTRICT blocks, const int8_t* HWY_RESTRICT xq,
+                          const int16_t* HWY_RESTRICT xs, const float* HWY_RESTRICT dx, __m256* acc,
                           size_t acc_stride) {
-  using I = typename V::I;
-  I isum[R], ioff[R];
-  for (size_t r = 0; r < R; ++r) isum[r] = V::Zero(), ioff[r] = V::Zero();
+  constexpr size_t V = kTileVectors<R, kPaired>;
+  constexpr int64_t T = kTokenTile;
+  // The blocks are the same for every tile of a pass; hiding that keeps GCC from loading all their quads ahead of
+  // the tiles' loop into spilled scalars (Matmul/Q6_K/768x2048/tok8 at half the speed).
+  const typename W::Block* wb = blocks;
+  asm("" : "+r"(wb));
+  __m256i isum[V], ioff[V];
+  for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256(), ioff[v] = _mm256_setzero_si256();
   for (int k = 0; k < 8; ++k) {  // 32-block k: its offset term, then its 8 quads
-    const I sv = V::Load(xs + k * 2 * T);
-    for (size_t r = 0; r < R; ++r) ioff[r] = V::Add32(ioff[r], V::Madd(sv, V::Narrow(wb[r].off[k])));
+    const __m256i sv = LoadU(xs + k * 2 * T);
+    for (size_t v = 0; v < V; ++v) {
+      const typename W::Block& o = wb[kPaired ? v : v / 2];
+      const __m256i mins = TileWord<kPaired, kWide>(o.off, o.poff, o.offv, v, k);
+      ioff[v] = _mm256_add_epi32(ioff[v], _mm256_madd_epi16(sv, mins));
+    }
     for (int j0 = 0; j0 < 8; j0 += W::kQuadsPerSum) {
-      I s16[R];
-      for (size_t r = 0; r < R; ++r) s16[r] = V::Zero();
+      __m256i s16[V];
+      for (size_t v = 0; v < V; ++v) s16[v] = _mm256_setzero_si256();
       for (int j = j0; j < j0 + W::kQuadsPerSum; ++j) {
-        const I xv = V::Load(xq + (8 * k + j) * 4 * T);
-        for (size_t r = 0; r < R; ++r) {
-          int32_t wq;
-          std::memcpy(&wq, wb[r].w + 32 * k + 4 * j, 4);
-          s16[r] = V::Add16(s16[r], V::MulPairs(V::Bcast(wq), xv));
+        const __m256i xv = LoadU(xq + (8 * k + j) * 4 * T);
+        for (size_t v = 0; v < V; ++v) {
+          const __m256i wq = TileQuad<kPaired, true>(wb[kPaired ? v : v / 2].w + 64 * k, v, j);
+          s16[v] = _mm256_add_epi16(s16[v], _mm256_maddubs_epi16(wq, xv));
           // Keeps the sums in this order: GCC otherwise reassociates them into a tree that holds all the
           // products at once and spills them to the stack.
-          asm("" : "+x"(s16[r]));
+          asm("" : "+x"(s16[v]));
         }
       }
       const int scale = (8 * k + j0) / W::kQuadsPerScale;
-      for (size_t r = 0; r < R; ++r) isum[r] = V::Add32(isum[r], V::Madd(s16[r], V::Narrow(wb[r].sc[scale])));
+      for (size_t v = 0; v < V; ++v) {
+        const typename W::Block& o = wb[kPaired ? v : v / 2];
+        const __m256i sc = TileWord<kPaired, kWide>(o.sc, o.psc, o.scv, v, scale);
+        isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(s16[v], sc));
+      }
     }
   }
-  const typename V::F dxv = V::LoadF(dx);
-  for (size_t r = 0; r < R; ++r) {
-    __m256& a = acc[r * acc_stride];
-    a = V::Widen(W::template Finish<V>(wb[r], isum[r], ioff[r], dxv, V::Narrow(a)));
+  const __m256 dxv = _mm256_loadu_ps(dx);
+  for (size_t v = 0; v < V; ++v) {
+    acc[v * acc_stride] = W::template Finish<kPaired>(wb[kPaired ? v : v / 2], static_cast<int>(v % 2), isum[v],
+                                                      ioff[v], dxv, acc[v * acc_stride]);
   }
 }
 
@@ -355,65 +430,87 @@ HWY_INLINE size_t RowsAhead(size_t group_bytes) {
   return group_bytes * ((kPrefetchAhead + group_bytes - 1) / group_bytes);
 }
 
-// acc[r][g] (lane t = token T * (g0 + g) + t) for g < ng into y[token * y_stride + r], the padding lanes dropped.
+// The tokens in tile g of n_tok (1..kTokenTile).
+HWY_INLINE int64_t TileTokens(int64_t g, int64_t n_tok) { return std::min(kTokenTile, n_tok - g * kTokenTile); }
+
+// acc[v][g] for the pass's tiles g < ng (tile g0 + g) into y[token * y_stride + r], the padding lanes dropped:
+// lane t of acc[r][g] is token t's row r, or, in a paired tile, lane 2t + h of acc[p][g] token t's row 2p + h.
 template <size_t R, int64_t kTiles>
-HWY_INLINE void StoreTiles(const __m256 (&acc)[R][kTiles], int64_t g0, int64_t ng, int64_t T, int64_t n_tok,
+HWY_INLINE void StoreTiles(const __m256 (&acc)[R][kTiles], int64_t g0, int64_t ng, int64_t n_tok,
                            float* HWY_RESTRICT y, int64_t y_stride) {
   for (int64_t g = 0; g < ng; ++g) {
-    const int64_t t0 = (g0 + g) * T;
+    const int64_t t0 = (g0 + g) * kTokenTile, tokens = TileTokens(g0 + g, n_tok);
+    const bool paired = paired_tile(tokens);
     for (size_t r = 0; r < R; ++r) {
       alignas(32) float out[8];
-      _mm256_store_ps(out, acc[r][g]);
-      for (int64_t t = 0; t < std::min(T, n_tok - t0); ++t) y[(t0 + t) * y_stride + static_cast<int64_t>(r)] = out[t];
+      _mm256_store_ps(out, acc[paired ? r / 2 : r][g]);
+      for (int64_t t = 0; t < tokens; ++t)
+        y[(t0 + t) * y_stride + static_cast<int64_t>(r)] = paired ? out[2 * t + r % 2] : out[t];
     }
   }
 }
 
-// The token tiles' driver, for R rows from row0 (row_bytes apart) of nb weight blocks: the tiles of T tokens in
-// passes of up to 16 (R * 16 float accumulators, 128 tokens), each block of the R rows prepared once per pass
-// (prepare(b)) and multiplied with every tile of the pass (multiply(V{}, tile, b, acc, acc_stride), V = Lanes8,
-// or Lanes4 for a tile of 4 and for a last tile of 8 holding 1-4 tokens: its low halves).
+// The token tiles' driver, for R rows from row0 (row_bytes apart) of nb weight blocks: the tiles in passes of up
+// to 16 (R * 16 float accumulators, 128 tokens), each block of the R rows prepared once per pass (prepare(b, full,
+// paired): the pass's full tiles, whether it has a paired one) and multiplied with every tile of the pass
+// (multiply(std::bool_constant<paired>, tile, b, acc, acc_stride)).
 template <size_t R, class Prepare, class Multiply>
-HWY_INLINE void TilePasses(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, int64_t nb, int64_t T, int64_t n_tok,
+HWY_INLINE void TilePasses(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, int64_t nb, int64_t n_tok,
                            float* HWY_RESTRICT y, int64_t y_stride, const Prepare& prepare, const Multiply& multiply) {
-  const int64_t tiles = padded_tokens(n_tok) / T;
+  const int64_t tiles = padded_tokens(n_tok) / kTokenTile;
   const size_t block_bytes = R * (row_bytes / static_cast<size_t>(nb));  // the R rows' bytes of one block
   constexpr int64_t kTilesPerPass = 16;
   for (int64_t g0 = 0; g0 < tiles; g0 += kTilesPerPass) {
     const int64_t ng = std::min(kTilesPerPass, tiles - g0);
-    __m256 acc[R][kTilesPerPass];  // [row][tile]: lane t = token T * (g0 + tile) + t
+    const bool paired = paired_tile(TileTokens(g0 + ng - 1, n_tok));  // only the last tile can be
+    __m256 acc[R][kTilesPerPass];  // [row, or pair][tile]: lanes as StoreTiles reads them
     for (int64_t g = 0; g < ng; ++g)
       for (size_t r = 0; r < R; ++r) acc[r][g] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       if (g0 == 0) PrefetchNextRows(row0, R * row_bytes, block_bytes, b);
-      prepare(b);
-      for (int64_t g = 0; g < ng; ++g) {
-        if (T == 8 && n_tok - (g0 + g) * T > 4) {
-          multiply(Lanes8{}, g0 + g, b, &acc[0][g], kTilesPerPass);
-        } else {
-          multiply(Lanes4{}, g0 + g, b, &acc[0][g], kTilesPerPass);
-        }
-      }
+      prepare(b, ng - paired, paired);
+      for (int64_t g = 0; g < ng - paired; ++g) multiply(std::false_type{}, g0 + g, b, &acc[0][g], kTilesPerPass);
+      if (paired) multiply(std::true_type{}, g0 + ng - 1, b, &acc[0][ng - 1], kTilesPerPass);
     }
-    StoreTiles<R, kTilesPerPass>(acc, g0, ng, T, n_tok, y, y_stride);
+    StoreTiles<R, kTilesPerPass>(acc, g0, ng, n_tok, y, y_stride);
   }
+}
+
+// The pair p of R rows from row0: rows 2p and 2p + 1, or the last row twice.
+HWY_INLINE const uint8_t* PairRow(const uint8_t* row0, size_t row_bytes, size_t R, size_t p, int h) {
+  return row0 + std::min(2 * p + static_cast<size_t>(h), R - 1) * row_bytes;
 }
 
 template <class W, size_t R>
 HWY_INLINE void TokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t n_tok,
                           float* HWY_RESTRICT y, int64_t y_stride) {
-  const int64_t T = x.tile, cols = x.cols, nb = cols / kQK_K, quads = cols / 4, blocks32 = cols / 32;
-  typename W::Block wb[R];
+  constexpr int64_t T = kTokenTile;
+  constexpr size_t P = (R + 1) / 2;
+  const int64_t cols = x.cols, nb = cols / kQK_K, quads = cols / 4, blocks32 = cols / 32;
+  typename W::Block wb[P];
+  bool wide = false;  // this pass's scales Widened
   TilePasses<R>(
-      row0, row_bytes, nb, T, n_tok, y, y_stride,
-      [&](int64_t b) HWY_ATTR {
-        for (size_t r = 0; r < R; ++r) W::Unpack(row0 + r * row_bytes + static_cast<size_t>(b) * W::kBytes, wb[r]);
+      row0, row_bytes, nb, n_tok, y, y_stride,
+      [&](int64_t b, int64_t full, bool paired) HWY_ATTR {
+        wide = full >= W::kWideFromTiles;
+        const size_t at = static_cast<size_t>(b) * W::kBytes;
+        for (size_t p = 0; p < P; ++p) {
+          W::Unpack(PairRow(row0, row_bytes, R, p, 0) + at, PairRow(row0, row_bytes, R, p, 1) + at, wb[p]);
+          if (wide) W::Widen(wb[p]);
+          if (paired) W::Pair(wb[p]);
+        }
       },
-      [&](auto lanes, int64_t tile, int64_t b, __m256* acc, size_t acc_stride) HWY_ATTR {
+      [&](auto paired, int64_t tile, int64_t b, __m256* acc, size_t acc_stride) HWY_ATTR {
         const int8_t* xq = x.qt + (tile * quads + b * (kQK_K / 4)) * 4 * T;
         const int16_t* xs = x.st + (tile * blocks32 + b * 8) * 2 * T;
         const float* dx = x.dt + (tile * nb + b) * T;
-        TileBlock<W, decltype(lanes), R>(wb, xq, xs, dx, T, acc, acc_stride);
+        if constexpr (decltype(paired)::value) {
+          TileBlock<W, R, true, false>(wb, xq, xs, dx, acc, acc_stride);
+        } else if (wide) {
+          TileBlock<W, R, false, true>(wb, xq, xs, dx, acc, acc_stride);
+        } else {
+          TileBlock<W, R, false, false>(wb, xq, xs, dx, acc, acc_stride);
+        }
       });
 }
 
@@ -582,35 +679,36 @@ void Block32OneToken(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float*
   for (; r < r1; ++r) Block32Rows<W, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, y + r);
 }
 
-// One 32-block of R rows (their offset codes w[r], scales dw[r]) times one tile of T tokens at V's width; the
-// offset's share is o times each token's code sum (its two sums of 16, one pmaddwd), taken off the block's sum.
-template <class O, class V, size_t R>
-HWY_INLINE void TileBlock32(const uint8_t (*HWY_RESTRICT w)[32], const float* HWY_RESTRICT dw,
+// One 32-block of R rows (their pairs' interleaved offset codes w[p] (StorePair<false>) and scales dw[p]) times one
+// tile, paired or not as TileBlock; the offset's share is o times each token's code sum (its two sums of 16, one
+// pmaddwd), taken off the block's sum.
+template <class O, size_t R, bool kPaired>
+HWY_INLINE void TileBlock32(const uint8_t (*HWY_RESTRICT w)[64], const float (*HWY_RESTRICT dw)[2],
                             const int8_t* HWY_RESTRICT xq, const int16_t* HWY_RESTRICT xs,
-                            const float* HWY_RESTRICT dx, int64_t T, __m256* acc, size_t acc_stride) {
-  using I = typename V::I;
-  const I ones = V::Narrow(_mm256_set1_epi16(1));
-  const I off = V::Madd(V::Load(xs), V::Narrow(_mm256_set1_epi16(O::kOffset)));  // o * the token's code sum
-  I isum[R];
-  for (size_t r = 0; r < R; ++r) isum[r] = V::Zero();
+                            const float* HWY_RESTRICT dx, __m256* acc, size_t acc_stride) {
+  constexpr size_t V = kTileVectors<R, kPaired>;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i off = _mm256_madd_epi16(LoadU(xs), _mm256_set1_epi16(O::kOffset));  // o * the lane's code sum
+  __m256i isum[V];
+  for (size_t v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
   for (int j0 = 0; j0 < 8; j0 += O::kQuadsPerSum) {
-    I s16[R];
-    for (size_t r = 0; r < R; ++r) s16[r] = V::Zero();
-    for (int j = j0; j < j0 + O::kQuadsPerSum; ++j) {
-      const I xv = V::Load(xq + j * 4 * T);
-      for (size_t r = 0; r < R; ++r) {
-        int32_t wq;
-        std::memcpy(&wq, w[r] + 4 * j, 4);
-        s16[r] = V::Add16(s16[r], V::MulPairs(V::Bcast(wq), xv));
-        asm("" : "+x"(s16[r]));  // as in TileBlock: the sums in order, not a tree spilled to the stack
+    __m256i s16[V];
+      for (size_t v = 0; v < V; ++v) s16[v] = _mm256_setzero_si256();
+      for (int j = j0; j < j0 + O::kQuadsPerSum; ++j) {
+      const __m256i xv = LoadU(xq + j * 4 * kTokenTile);
+          for (size_t v = 0; v < V; ++v) {
+        const __m256i wq = TileQuad<kPaired, false>(w[kPaired ? v : v / 2], v, j);
+        s16[v] = _mm256_add_epi16(s16[v], _mm256_maddubs_epi16(wq, xv));
+        asm("" : "+x"(s16[v]));  // as in TileBlock: the sums in order, not a tree spilled to the stack
       }
     }
-    for (size_t r = 0; r < R; ++r) isum[r] = V::Add32(isum[r], V::Madd(s16[r], ones));
+      for (size_t v = 0; v < V; ++v) isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(s16[v], ones));
   }
-  const typename V::F dxv = V::LoadF(dx);
-  for (size_t r = 0; r < R; ++r) {
-    __m256& a = acc[r * acc_stride];
-    a = V::Widen(V::MulAdd(V::ToF(V::Sub32(isum[r], off)), V::Mul(V::Set1(dw[r]), dxv), V::Narrow(a)));
+  const __m256 dxv = _mm256_loadu_ps(dx);
+  for (size_t v = 0; v < V; ++v) {
+    const __m256 d = RowScales<kPaired>(dw[kPaired ? v : v / 2], static_cast<int>(v % 2));
+    acc[v * acc_stride] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[v], off)), _mm256_mul_ps(d, dxv),
+                                          acc[v * acc_stride]);
   }
 }
 
@@ -622,23 +720,27 @@ HWY_INLINE void TileBlock32(const uint8_t (*HWY_RESTRICT w)[32], const float* HW
 template <class O, size_t R>
 HWY_INLINE void NibbleTokenTile(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t n_tok,
                                 float* HWY_RESTRICT y, int64_t y_stride) {
-  const int64_t T = x.tile, nb = x.cols / 32, quads = x.cols / 4;
+  constexpr int64_t T = kTokenTile;
+  constexpr size_t P = (R + 1) / 2;
+  const int64_t nb = x.cols / 32, quads = x.cols / 4;
   const __m256i tbl = O::Table();
-  alignas(32) uint8_t w[R][32];  // [row]: the block's offset codes, in column order
-  float dw[R];
+  alignas(32) uint8_t w[P][64];  // [pair]: the block's offset codes, interleaved per quad (StorePair<false>)
+  alignas(8) float dw[P][2];     // [pair][row]: the block's scale
   TilePasses<R>(
-      row0, row_bytes, nb, T, n_tok, y, y_stride,
-      [&](int64_t b) HWY_ATTR {
-        for (size_t r = 0; r < R; ++r) {
-          const uint8_t* blk = row0 + r * row_bytes + static_cast<size_t>(b) * O::kBytes;
-          dw[r] = O::Scale(blk);
-          _mm256_store_si256(reinterpret_cast<__m256i*>(w[r]), O::Weights(blk, tbl));
+      row0, row_bytes, nb, n_tok, y, y_stride,
+      [&](int64_t b, int64_t, bool) HWY_ATTR {
+        const size_t at = static_cast<size_t>(b) * O::kBytes;
+        for (size_t p = 0; p < P; ++p) {
+          const uint8_t* a = PairRow(row0, row_bytes, R, p, 0) + at;
+          const uint8_t* c = PairRow(row0, row_bytes, R, p, 1) + at;
+          dw[p][0] = O::Scale(a), dw[p][1] = O::Scale(c);
+          StorePair<false>(w[p], O::Weights(a, tbl), O::Weights(c, tbl));
         }
       },
-      [&](auto lanes, int64_t tile, int64_t b, __m256* acc, size_t acc_stride) HWY_ATTR {
+      [&](auto paired, int64_t tile, int64_t b, __m256* acc, size_t acc_stride) HWY_ATTR {
         const int64_t blk = tile * nb + b;
-        TileBlock32<O, decltype(lanes), R>(w, dw, x.qt + (tile * quads + b * 8) * 4 * T, x.st + blk * 2 * T,
-                                           x.dt + blk * T, T, acc, acc_stride);
+        TileBlock32<O, R, decltype(paired)::value>(w, dw, x.qt + (tile * quads + b * 8) * 4 * T, x.st + blk * 2 * T,
+                                                   x.dt + blk * T, acc, acc_stride);
       });
 }
 

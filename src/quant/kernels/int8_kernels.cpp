@@ -19,6 +19,7 @@
 #include "hwy/foreach_target.h"  // must precede highway.h
 #include "hwy/highway.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstddef>
@@ -510,25 +511,28 @@ void offset_pair_sums(const Q8Rows& x, int64_t n_tok, int o) {
 
 void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok) {
   assert(x.format != Q8Format::none && x.qt != nullptr && x.st != nullptr && x.dt != nullptr);
-  assert(x.tile == token_tile(n_tok));
-  const int64_t T = x.tile, cols = x.cols, quads = cols / 4, blocks32 = cols / 32, blocks = cols / q8_block(x.format);
+  const int64_t T = kTokenTile, cols = x.cols, quads = cols / 4, blocks32 = cols / 32;
+  const int64_t blocks = cols / q8_block(x.format);
   for (int64_t g = 0; g < padded_tokens(n_tok) / T; ++g) {
     int8_t* qt = x.qt + g * quads * 4 * T;
     int16_t* st = x.st + g * blocks32 * 2 * T;
     float* dt = x.dt + g * blocks * T;
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t tok = g * T + t;
-      if (tok >= n_tok) {  // padding: zero codes and scale give zero products
-        for (int64_t j = 0; j < quads; ++j) std::memset(qt + (j * T + t) * 4, 0, 4);
-        for (int64_t k = 0; k < blocks32; ++k) std::memset(st + (k * T + t) * 2, 0, 4);
-        for (int64_t b = 0; b < blocks; ++b) dt[b * T + t] = 0.0f;
+    const int64_t in_tile = std::min(T, n_tok - g * T);
+    const bool paired = paired_tile(in_tile);
+    for (int64_t lane = 0; lane < T; ++lane) {
+      const int64_t t = paired ? lane / 2 : lane;
+      if (t >= in_tile) {  // padding: zero codes and scale give zero products
+        for (int64_t j = 0; j < quads; ++j) std::memset(qt + (j * T + lane) * 4, 0, 4);
+        for (int64_t k = 0; k < blocks32; ++k) std::memset(st + (k * T + lane) * 2, 0, 4);
+        for (int64_t b = 0; b < blocks; ++b) dt[b * T + lane] = 0.0f;
         continue;
       }
+      const int64_t tok = g * T + t;
       const int8_t* q = x.q + tok * cols;
-      for (int64_t j = 0; j < quads; ++j) std::memcpy(qt + (j * T + t) * 4, q + 4 * j, 4);
+      for (int64_t j = 0; j < quads; ++j) std::memcpy(qt + (j * T + lane) * 4, q + 4 * j, 4);
       const int16_t* s16 = x.sums + tok * (cols / 16);
-      for (int64_t k = 0; k < blocks32; ++k) std::memcpy(st + (k * T + t) * 2, s16 + 2 * k, 4);
-      for (int64_t b = 0; b < blocks; ++b) dt[b * T + t] = x.d[tok * blocks + b];
+      for (int64_t k = 0; k < blocks32; ++k) std::memcpy(st + (k * T + lane) * 2, s16 + 2 * k, 4);
+      for (int64_t b = 0; b < blocks; ++b) dt[b * T + lane] = x.d[tok * blocks + b];
     }
   }
 }

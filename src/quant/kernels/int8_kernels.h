@@ -43,24 +43,26 @@ struct Q8Rows {
   int16_t* sums = nullptr;  // [n_tok, cols / 16]: the sum of each 16 consecutive codes
   // The same rows with the tokens interleaved, for the kernels that multiply one weight row with several tokens
   // at once (int8_avx2-inl.h, TokenTile, NibbleTokenTile); null when absent (a weight type or target that does
-  // not use them: uses_token_tiles). Tokens in tiles of `tile` (8; 4 when n_tok <= 4), the last tile padded with
-  // zero codes and scales.
-  int64_t tile = 0;
-  int8_t* qt = nullptr;     // [tiles, cols / 4, tile, 4]: per column quad, each token's 4 codes
-  int16_t* st = nullptr;    // [tiles, cols / 32, tile, 2]: per token, the two sums of 16 of a 32-block
-  float* dt = nullptr;      // [tiles, cols / q8_block(format), tile]: per token, the block scale
+  // not use them: uses_token_tiles). Tokens in tiles of kTokenTile lanes: lane t holds token t of the tile, but
+  // in a tile of at most kPairedTile tokens (paired_tile; only the last can be) lanes 2t and 2t + 1 both hold
+  // token t. Unused lanes hold zero codes and scales.
+  int8_t* qt = nullptr;     // [tiles, cols / 4, kTokenTile, 4]: per column quad, each lane's 4 codes
+  int16_t* st = nullptr;    // [tiles, cols / 32, kTokenTile, 2]: per lane, the two sums of 16 of a 32-block
+  float* dt = nullptr;      // [tiles, cols / q8_block(format), kTokenTile]: per lane, the block scale
   // For the weights whose codes the kernels offset to unsigned values (code_offset): o times the sum of each pair
   // of codes; null when absent.
   int16_t* c = nullptr;     // [n_tok, cols / 2]
 };
 
-// The token tile for n_tok tokens: 8 (one int32 lane per token fills an AVX2 vector), or 4 for 1-4 tokens (half
-// the work). Padded, n_tok tokens take at most 4 * n_tok rows.
-inline int64_t token_tile(int64_t n_tok) { return n_tok <= 4 ? 4 : 8; }
-inline int64_t padded_tokens(int64_t n_tok) {
-  const int64_t tile = token_tile(n_tok);
-  return (n_tok + tile - 1) / tile * tile;
-}
+// Lanes of a token tile: one int32 lane per token fills an AVX2 vector. A tile of 1..kPairedTile tokens holds each
+// twice, so that its vectors take two weight rows (int8_avx2-inl.h, TokenTile) and do not spend half their lanes on
+// padding.
+inline constexpr int64_t kTokenTile = 8;
+inline constexpr int64_t kPairedTile = 4;
+// Rows of qt / st / dt that n_tok tokens take: at most n_tok + kTokenTile - 1.
+inline int64_t padded_tokens(int64_t n_tok) { return (n_tok + kTokenTile - 1) / kTokenTile * kTokenTile; }
+// Whether the tile holding `tokens` tokens (1..kTokenTile) is paired.
+inline bool paired_tile(int64_t tokens) { return tokens <= kPairedTile; }
 
 // Whether the kernels of the best target this CPU has read the token-interleaved rows for weights of type t: Q4_K,
 // Q6_K, Q4_0 and MXFP4 on AVX2 / AVX-512. Callers fill them (interleave_q8_tokens) for products of several
@@ -76,8 +78,7 @@ int code_offset(GgmlType t);
 // Fills x.c for rows 0 .. n_tok - 1 of x: o * (q[2i] + q[2i + 1]).
 void offset_pair_sums(const Q8Rows& x, int64_t n_tok, int o);
 
-// Fills x.qt, x.st and x.dt (padded_tokens(n_tok) rows, in tiles of x.tile = token_tile(n_tok)) from rows
-// 0 .. n_tok - 1 of x.
+// Fills x.qt, x.st and x.dt (padded_tokens(n_tok) rows) from rows 0 .. n_tok - 1 of x.
 void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok);
 
 // Quantizes row `tok` of x ([.., cols], cols a multiple of q8_block) into row `tok` of out.
