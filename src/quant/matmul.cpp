@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -310,7 +311,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
   }
 
   // The products' rows taken one after the other, each costing row_bytes * (1 + n_tok): its bytes are read and
-  // unpacked once, then dotted with each token. Thread i takes the rows whose cost starts in [C i / n, C (i+1) / n).
+  // unpacked once, then dotted with each token. Chunk c of k takes the rows whose cost starts in [C c / k, C (c+1) / k).
   int64_t cost = 0;
   size_t bytes = 0;
   for (const ProductGroup& g : groups) {
@@ -343,8 +344,18 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     run(0, cost);
     return;
   }
-  pool->run([&](int i) {
-    run(i == 0 ? 0 : cost * i / n_threads, i + 1 == n_threads ? cost : cost * (i + 1) / n_threads);
+  // The cost in kChunksPerThread * n_threads equal chunks, each thread taking the next one left (an atomic
+  // counter) until none is: a thread slowed down (another process on its core, a busier memory channel) takes
+  // fewer, where a fixed split of the rows leaves the other waiting for it. Which thread computes a row does not
+  // change the row's result.
+  constexpr int64_t kChunksPerThread = 4;
+  const int64_t chunks = kChunksPerThread * n_threads;
+  std::atomic<int64_t> next{0};
+  pool->run([&](int) {
+    for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
+         c = next.fetch_add(1, std::memory_order_relaxed)) {
+      run(cost * c / chunks, c + 1 == chunks ? cost : cost * (c + 1) / chunks);
+    }
   });
 }
 
