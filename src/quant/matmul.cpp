@@ -32,14 +32,14 @@ MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRoundi
               ? static_cast<size_t>(max_cols / 2 * std::min(max_q8_rows_, kPairSumRows))
               : 0) {}
 
-// The interleaved copies only where this CPU's kernels read them (AVX2 / AVX-512): elsewhere (Arm) they would be
-// memory for nothing.
+// Each group pads to at most kTokenTile - 1 rows more than its tokens, and to at most kTokenTile rows per token.
 int64_t MatmulScratch::tiled_rows() const {
-  // Each group pads to at most kTokenTile - 1 rows more than its tokens, and to at most kTokenTile rows per token.
   return std::min(max_q8_rows_ + (kernels::kTokenTile - 1) * static_cast<int64_t>(kMaxGroups),
                   kernels::kTokenTile * max_q8_rows_);
 }
 
+// The interleaved copies only where this CPU's kernels read them (AVX2 / AVX-512): elsewhere (Arm) they would be
+// memory for nothing.
 bool MatmulScratch::token_tiles() const {
   return rounding_ == ActivationRounding::match_ggml &&
          (kernels::uses_token_tiles(GgmlType::Q4_K) || kernels::uses_token_tiles(GgmlType::Q6_K) ||
@@ -295,6 +295,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     if ((g.n_tok > 1 || g.batched) && !scratch.xqt_.empty() && kernels::uses_token_tiles(g.products.front().w.type)) {
       // Padded, the groups fit in tiled_rows.
       const int64_t padded = kernels::padded_tokens(g.n_tok);
+      assert(qt + padded * cols <= scratch.xqt_.data() + scratch.xqt_.size());
       xq[i].qt = qt, xq[i].st = st, xq[i].dt = dt;
       kernels::interleave_q8_tokens(xq[i], g.n_tok);
       qt += padded * cols;
@@ -311,7 +312,8 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
   }
 
   // The products' rows taken one after the other, each costing row_bytes * (1 + n_tok): its bytes are read and
-  // unpacked once, then dotted with each token. Chunk c of k takes the rows whose cost starts in [C c / k, C (c+1) / k).
+  // unpacked once, then dotted with each token. Chunk c of k takes the rows whose cost starts in [C c / k,
+  // C (c+1) / k).
   int64_t cost = 0;
   size_t bytes = 0;
   for (const ProductGroup& g : groups) {
