@@ -346,17 +346,22 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     run(0, cost);
     return;
   }
-  // The cost in kChunksPerThread * n_threads equal chunks, each thread taking the next one left (an atomic
-  // counter) until none is: a thread slowed down (another process on its core, a busier memory channel) takes
-  // fewer, where a fixed split of the rows leaves the other waiting for it. Which thread computes a row does not
-  // change the row's result.
-  constexpr int64_t kChunksPerThread = 4;
-  const int64_t chunks = kChunksPerThread * n_threads;
-  std::atomic<int64_t> next{0};
+  // Guided self-scheduling: each thread takes the next chunk of what is left (an atomic counter of the cost
+  // handed out), a chunk being 1 / (2 n) of the rest but at least kMinChunkBytes of weights, until none is left.
+  // A thread slowed down (another process on its core, a busier memory channel) takes fewer, where a fixed split
+  // of the rows leaves the other waiting for it, and the chunks shrink towards the end so that the last one
+  // leaves the others little to wait for. Which thread computes a row does not change the row's result.
+  constexpr int64_t kMinChunkBytes = int64_t{64} << 10;
+  const int64_t min_chunk = std::max<int64_t>(1, cost / static_cast<int64_t>(bytes) * kMinChunkBytes);
+  std::atomic<int64_t> taken{0};
   pool->run([&](int) {
-    for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
-         c = next.fetch_add(1, std::memory_order_relaxed)) {
-      run(cost * c / chunks, c + 1 == chunks ? cost : cost * (c + 1) / chunks);
+    int64_t c0 = taken.load(std::memory_order_relaxed);
+    for (;;) {
+      if (c0 >= cost) return;
+      const int64_t c1 = std::min(cost, c0 + std::max(min_chunk, (cost - c0) / (2 * n_threads)));
+      if (!taken.compare_exchange_weak(c0, c1, std::memory_order_relaxed)) continue;
+      run(c0, c1);
+      c0 = taken.load(std::memory_order_relaxed);
     }
   });
 }
