@@ -8,10 +8,14 @@
 // adds d_w * d_x * sum (and - dmin_w * d_x * sum(mins * bsums)) to float lanes. Bit patterns: quant/blocks.h;
 // formulas: quant/dequant_*.cpp.
 
-// SSSE3 adds nothing over SSE4 here and AVX3_DL nothing over AVX3 (Highway 1.0 does not use VNNI for these ops);
-// skipping them halves the compile time of this file. Must precede the first Highway header.
+// SSSE3 adds nothing over SSE4 here; skipping it saves compile time. AVX3_DL (AVX512-VNNI) is compiled for the
+// vpdpbusd / vpdpwssd paths of int8_avx2-inl.h. Must precede the first Highway header.
+// Highway 1.0 compiles AVX3_DL only when asked (HWY_WANT_AVX3_DL).
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#define HWY_DISABLED_TARGETS (HWY_SSSE3)
+#endif
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
 #endif
 
 #undef HWY_TARGET_INCLUDE
@@ -375,7 +379,7 @@ void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, fl
 }
 
 bool UsesTokenTiles(GgmlType type) {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   return type == GgmlType::Q4_K || type == GgmlType::Q6_K || type == GgmlType::Q4_0 || type == GgmlType::MXFP4;
 #else
   (void)type;
@@ -384,7 +388,7 @@ bool UsesTokenTiles(GgmlType type) {
 }
 
 int CodeOffset(GgmlType type) {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   return avx2::CodeOffset(type);
 #else
   (void)type;
@@ -394,7 +398,7 @@ int CodeOffset(GgmlType type) {
 
 void MatmulRowsQ8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
                   int64_t y_stride, int64_t r0, int64_t r1) {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if (avx2::MatmulRows(type, w, row_bytes, x, n_tok, y, y_stride, r0, r1)) return;
 #endif
 #define MOETIER_ROWS(Dec) return Rows<Dec>(w, row_bytes, x, n_tok, y, y_stride, r0, r1)
