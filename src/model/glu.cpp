@@ -52,7 +52,9 @@ HWY_INLINE void GluT(const GluConfig& cfg, const float* gate, const float* up, f
   const DF df;
   const auto N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(GluLanes<kOai>(df, cfg, hn::LoadU(df, gate + i), hn::LoadU(df, up + i)), df, h + i);
+  for (; i + N <= n; i += N) {
+    hn::StoreU(GluLanes<kOai>(df, cfg, hn::LoadU(df, gate + i), hn::LoadU(df, up + i)), df, h + i);
+  }
   if (i == n) return;
   HWY_ALIGN float g[hn::MaxLanes(df)] = {}, u[hn::MaxLanes(df)] = {};
   const auto rest = static_cast<size_t>(n - i);

@@ -1,7 +1,10 @@
 // The vectorised GLU activations (model/glu.cpp) against the formulas of glu.h evaluated with std::exp.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <vector>
