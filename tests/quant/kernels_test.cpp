@@ -147,8 +147,9 @@ TEST(MatmulKernels, MatchReferenceOnEveryTarget) {
       if (bs == 1) col_sizes.push_back(7), col_sizes.push_back(2881);  // float rows need not be whole vectors
       for (int64_t cols : col_sizes) {
         for (int64_t rows : {1, 7, 64}) {
-          // On AVX2, several tokens take the token tiles: 3 a paired one, 8 a full one, 12 both.
-          for (int64_t n_tok : {1, 3, 8, 12}) {
+          // On AVX2, several tokens take the token tiles: 3 a paired one, 8 a full one, 12 both, 24 three full
+          // ones (a pass of several tiles, where the K-quants' scales are widened).
+          for (int64_t n_tok : {1, 3, 8, 12, 24}) {
             for (ActivationRounding rounding : {ActivationRounding::exact, ActivationRounding::match_ggml}) {
               check_case({t, rows, cols, n_tok}, rounding, rng, name);
               if (HasFatalFailure()) {
