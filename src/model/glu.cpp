@@ -3,10 +3,7 @@
 // Vectorised because at decode the whole layer waits for them on the calling thread (they run between the
 // experts' gate/up and down products, 8 x 768 elements per layer for Qwen3-30B-A3B): with std::exp they took
 // 19% of the decode profile on a 2.1 GHz Xeon (perf, cpu-clock, 64 tokens at -t 2) while the other thread idled.
-// SSSE3 and AVX3_DL add nothing over SSE4 and AVX3 to this float code.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
-#endif
+#include "quant/kernels/hwy_targets.h"  // must precede the Highway headers
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "model/glu.cpp"

@@ -8,15 +8,7 @@
 // adds d_w * d_x * sum (and - dmin_w * d_x * sum(mins * bsums)) to float lanes. Bit patterns: quant/blocks.h;
 // formulas: quant/dequant_*.cpp.
 
-// SSSE3 adds nothing over SSE4 here; skipping it saves compile time. AVX3_DL (AVX512-VNNI) is compiled for the
-// vpdpbusd / vpdpwssd paths of int8_avx2-inl.h. Must precede the first Highway header.
-// Highway 1.0 compiles AVX3_DL only when asked (HWY_WANT_AVX3_DL).
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3)
-#endif
-#ifndef HWY_WANT_AVX3_DL
-#define HWY_WANT_AVX3_DL
-#endif
+#include "quant/kernels/hwy_targets.h"  // must precede the Highway headers
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/kernels/int8_kernels.cpp"

@@ -3,15 +3,7 @@
 // evaluation order, no fused multiply-add inside a decode) in a one-block stack buffer; the dot product then
 // accumulates w * x in float32 lanes with MulAdd. Bit patterns: quant/blocks.h; formulas: quant/dequant_*.cpp.
 
-// SSSE3 adds nothing over SSE4 here; skipping it saves compile time. AVX3_DL adds nothing over AVX3 for float
-// products but is compiled as in int8_kernels.cpp (which uses its VNNI), so that every kernel file has the same
-// targets and compiled_targets() names them all. Must precede the first Highway header.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3)
-#endif
-#ifndef HWY_WANT_AVX3_DL
-#define HWY_WANT_AVX3_DL
-#endif
+#include "quant/kernels/hwy_targets.h"  // must precede the Highway headers
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/kernels/matmul_kernels.cpp"

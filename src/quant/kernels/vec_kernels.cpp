@@ -1,10 +1,5 @@
 // Attention vector kernels (vec_kernels.h), compiled once per Highway target and dispatched at run time.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3)
-#endif
-#ifndef HWY_WANT_AVX3_DL
-#define HWY_WANT_AVX3_DL  // the targets of int8_kernels.cpp, as every kernel file
-#endif
+#include "quant/kernels/hwy_targets.h"  // must precede the Highway headers
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/kernels/vec_kernels.cpp"

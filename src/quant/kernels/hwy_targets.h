@@ -1,0 +1,14 @@
+// The Highway targets every run-time-dispatched file compiles (quant kernels, GLU): one set, so that
+// compiled_targets() (matmul_kernels.h) names the targets of all of them and the tests that pin each target in
+// turn (hwy::SetSupportedTargetsForTest) run every file's code for it. Include first, before any Highway header.
+//   SSSE3: adds nothing over SSE4 here; skipped for compile time.
+//   AVX3_DL (AVX512-VNNI, Ice Lake and later Xeons, Zen 4): the integer kernels' vpdpbusd paths
+//   (int8_avx2-inl.h); Highway 1.0 compiles it only when asked (HWY_WANT_AVX3_DL).
+#pragma once
+
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3)
+#endif
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
