@@ -12,10 +12,10 @@
 //
 // AVX512-VNNI (Highway's AVX3_DL target: Ice Lake and later Xeons, Zen 4): vpdpbusd adds the four u8 x s8 products
 // of each 32-bit lane straight into an int32 lane, where pmaddubsw, an int16 add and a pmaddwd took three
-// operations; the sums are the same integers. Only the 32-block kernels of offset codes (MXFP4, Q4_0) take it
-// (TileBlock32, Block32Rows): in the K-quant tiles a lane's int32 sum must be scaled per sub-block, and there
-// vpdpbusd + vpdpwssd measured no faster (Matmul/Q4_K tok8 slower, tok128 faster), nor in the one-token Q4_K
-// kernel (MatvecHot/Q4_K unchanged).
+// operations; the sums are the same integers. The 32-block kernels of offset codes (MXFP4, Q4_0) take it
+// (TileBlock32, Block32Rows); in the K-quant tiles a lane's int32 sum must be scaled per sub-block, and there
+// vpdpbusd + vpdpwssd measured no faster (Matmul/Q4_K tok8 slower, tok128 faster). The one-token Q4_K and Q6_K
+// rows of the AVX-512 targets (Q4KRow512, Q6KRow512) apply the sub-block scales with vpdpwssd.
 // Included by int8_kernels.cpp inside its per-target namespace; compiled for the AVX2 and AVX-512 targets only.
 #if defined(MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_
@@ -57,6 +57,22 @@ HWY_INLINE float Hsum(__m256 v) {
 
 HWY_INLINE __m256i LoadU(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+#if MOETIER_VNNI
+// vpdpbusd (acc + the four u8 x s8 products of each 32-bit lane) and vpdpwssd (acc + the two int16 x int16
+// products of each lane), EVEX-encoded. Not the intrinsics: Highway 1.0 detects AVX3_DL by AVX512-VNNI but compiles
+// it with "avxvnni", so the compiler emits the VEX forms of AVX-VNNI (Alder Lake, Sapphire Rapids), invalid
+// instructions on Ice Lake and Zen 4, which have AVX3_DL but not AVX-VNNI. The assembler takes the operands in
+// AT&T order: source 2, source 1, destination.
+HWY_INLINE __m256i DpBusd(__m256i acc, __m256i u8, __m256i s8) {
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "vm"(s8));
+  return acc;
+}
+HWY_INLINE __m512i DpWssd(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+  return acc;
+}
+#endif
+
 // pshufb pattern that copies int16 lane w (0..7) of each 128-bit half into all eight lanes of that half.
 HWY_INLINE __m256i BroadcastWord(int w) {
   return _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (2 * w + 1) + 2 * w));
@@ -78,6 +94,110 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* q) {
   return _mm_blend_epi32(low, _mm_or_si128(nib, top), 0b1010);
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// One token of one Q4_K row (decode) in 512-bit vectors, the formula of Q4KTile below, two blocks A, B at a time.
+// Each 32 bytes of nibbles broadcast to both halves of a vector and shifted by 0 / 4 bits per half (vpsrlvw) give
+// sub-blocks 2p and 2p + 1 side by side; the 64 activation codes they meet are one load, their scale pair one vpermw,
+// and with VNNI vpdpwssd applies the scales and adds in one operation: four operations per 64 elements where the
+// 256-bit kernel takes eleven. The per-block work around them (unpacking 6-bit scales and mins, the min term, the
+// float scales) is what the 256-bit kernel spends most of its operations on; here one 256-bit unpacking, one min
+// pmaddwd and one fp16 conversion serve both blocks (one block at a time measured no faster than the 256-bit
+// kernel). bench_matvec MatvecHot/Q4_K/768x2048, 6 alternating runs on a 2.1 GHz Xeon (AVX3_DL), medians, GB/s at
+// 1 / 2 threads: 10.2 / 22.6 -> 13.2 / 23.7 (faster in 6 / 5 of 6); Qwen3-30B-A3B-shaped Q4_K_M decode at -t 2,
+// 9 alternating runs: 8.0 -> 8.9 tok/s (medians; faster in 6, slower in 1).
+
+// The scales (bytes 0-7) and mins (8-15) of block A in the low 128 bits, of block B in the high: Q4KScalesMins
+// on both at once.
+HWY_INLINE __m256i Q4KScalesMins2(const uint8_t* a, const uint8_t* b) {
+  const auto load = [](const uint8_t* p) HWY_ATTR { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(load(a)), load(b), 1);
+  const __m256i low6 = _mm256_set1_epi8(0x3f), low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+  const __m256i sa = _mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));
+  const __m256i sb = _mm256_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));
+  const __m256i low = _mm256_and_si256(sa, low6);
+  const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(sa, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)), low4);
+  const __m256i top = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sb, 6), low2), 4);
+  return _mm256_blend_epi32(low, _mm256_or_si256(nib, top), 0b10101010);
+}
+
+// The integer sum over one block's 8 sub-blocks of scale_s * (q_s . x_s), in 16 int32 lanes. qs: the block's
+// nibbles; xb: its 256 activation codes; sm: int16 scales and mins (vpermw indices idx[p] pick scales 2p, 2p + 1).
+HWY_INLINE __m512i Q4KBlockSums512(const uint8_t* HWY_RESTRICT qs, const int8_t* HWY_RESTRICT xb, __m512i sm,
+                                   const __m512i (&idx)[4]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);  // 0 low, 4 high
+  __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains, for latency
+  for (int p = 0; p < 4; ++p) {
+    const __m512i q = _mm512_broadcast_i64x4(LoadU(qs + 32 * p));
+    const __m512i w = _mm512_and_si512(_mm512_srlv_epi16(q, shifts), m4);
+    const __m512i prod = _mm512_maddubs_epi16(w, _mm512_loadu_si512(xb + 64 * p));
+    const __m512i sc = _mm512_permutexvar_epi16(idx[p], sm);
+#if MOETIER_VNNI
+    sumi[p % 2] = DpWssd(sumi[p % 2], prod, sc);
+#else
+    sumi[p % 2] = _mm512_add_epi32(sumi[p % 2], _mm512_madd_epi16(prod, sc));
+#endif
+  }
+  return _mm512_add_epi32(sumi[0], sumi[1]);
+}
+
+HWY_INLINE void Q4KRow512(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_t tok, float* HWY_RESTRICT y) {
+  constexpr size_t kB = sizeof(BlockQ4_K);
+  const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
+  const int8_t* xq = x.q + tok * cols;
+  const int16_t* xs = x.sums + tok * n_sums;
+  const float* xd = x.d + tok * nb;
+  // vpermw indices into the 32 words of Q4KScalesMins2 widened (A: scales 0-7, mins 8-15; B: 16-23, 24-31):
+  // scale 2p in the low half of a vector, 2p + 1 in the high half; and each min twice, to meet the activation's
+  // sums of 16 (A's in the low half, B's in the high).
+  __m512i idx_a[4], idx_b[4];
+  for (int p = 0; p < 4; ++p) {
+    idx_a[p] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * p)),
+                                  _mm256_set1_epi16(static_cast<int16_t>(2 * p + 1)), 1);
+    idx_b[p] = _mm512_add_epi16(idx_a[p], _mm512_set1_epi16(16));
+  }
+  const __m512i min_idx = _mm512_set_epi16(31, 31, 30, 30, 29, 29, 28, 28, 27, 27, 26, 26, 25, 25, 24, 24,  //
+                                           15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+  const __m512i lane0 = _mm512_setzero_si512(), lane2 = _mm512_set1_epi32(2);
+  const __m512i lanes13 = _mm512_inserti64x4(_mm512_set1_epi32(1), _mm256_set1_epi32(3), 1);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* ba = row + static_cast<size_t>(b) * kB;
+    const uint8_t* bb = ba + kB;
+    PrefetchAhead<2 * kB>(ba);
+    const __m512i sm = _mm512_cvtepu8_epi16(
+        Q4KScalesMins2(ba + offsetof(BlockQ4_K, scales), bb + offsetof(BlockQ4_K, scales)));
+    const __m512i sa = Q4KBlockSums512(ba + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm, idx_a);
+    const __m512i sb = Q4KBlockSums512(bb + offsetof(BlockQ4_K, qs), xq + (b + 1) * kQK_K, sm, idx_b);
+    const __m512i msum = _mm512_madd_epi16(_mm512_permutexvar_epi16(min_idx, sm), _mm512_loadu_si512(xs + b * 16));
+    // [d_A, dmin_A, d_B, dmin_B] * [dx_A, dx_A, dx_B, dx_B]: the four float scales with one fp16 conversion.
+    uint32_t ha, hb;
+    std::memcpy(&ha, ba + offsetof(BlockQ4_K, d), 4);
+    std::memcpy(&hb, bb + offsetof(BlockQ4_K, d), 4);
+    static_assert(offsetof(BlockQ4_K, dmin) == offsetof(BlockQ4_K, d) + 2);
+    const __m128 dd = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(ha)), static_cast<int>(hb), 1));
+    const __m128 dx = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd + b)));
+    const __m512 s = _mm512_castps128_ps512(_mm_mul_ps(dd, _mm_unpacklo_ps(dx, dx)));
+    acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane0, s), _mm512_cvtepi32_ps(sa), acc);
+    acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane2, s), _mm512_cvtepi32_ps(sb), acc);
+    acc = _mm512_fnmadd_ps(_mm512_permutexvar_ps(lanes13, s), _mm512_cvtepi32_ps(msum), acc);
+  }
+  if (b < nb) {  // an odd block: A alone
+    const uint8_t* ba = row + static_cast<size_t>(b) * kB;
+    const __m512i sm = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(Q4KScalesMins(ba + offsetof(BlockQ4_K, scales))));
+    const __m512i sa = Q4KBlockSums512(ba + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm, idx_a);
+    const __m256i msum = _mm256_madd_epi16(_mm512_castsi512_si256(_mm512_permutexvar_epi16(min_idx, sm)),
+                                           LoadU(xs + b * 16));
+    const float dx = xd[b];
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(Fp16At(ba + offsetof(BlockQ4_K, d)) * dx), _mm512_cvtepi32_ps(sa), acc);
+    acc = _mm512_fnmadd_ps(_mm512_set1_ps(Fp16At(ba + offsetof(BlockQ4_K, dmin)) * dx),
+                           _mm512_cvtepi32_ps(_mm512_zextsi256_si512(msum)), acc);
+  }
+  *y = _mm512_reduce_add_ps(acc);
+}
+#endif
+
 // Q4_K: super-blocks of 256 = 8 sub-blocks of 32 with 6-bit scales and mins; sub-blocks 2p, 2p + 1 are the low
 // and high nibbles of qs[32p .. 32p + 31]. y = d * dx * sum_s scale_s * (q_s . x_s) - dmin * dx * sum_s min_s *
 // (sum of x_s's codes). The min term takes the activation's 16 sums of 16 as they are, each min doubled to
@@ -87,6 +207,9 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* q) {
 template <size_t NT>
 HWY_INLINE void Q4KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_t t0, float* HWY_RESTRICT y,
                         int64_t y_stride) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if constexpr (NT == 1) return Q4KRow512(row, x, t0, y);
+#endif
   const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   // bytes 8-15 of Q4KScalesMins (the mins), each twice
@@ -148,9 +271,70 @@ HWY_INLINE void Q6KCodes(const uint8_t* HWY_RESTRICT blk, __m256i q[8]) {
   }
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// One token of one Q6_K row (decode) in 512-bit vectors, the formula of Q6KTile: per half h of the block, its 64
+// bytes of ql hold elements 128h .. 128h + 63 in their low nibbles and the next 64 in their high nibbles, and the
+// 32 bytes of qh, broadcast to both halves of a vector and shifted by 0 / 2 bits per half (vpsrlvw), give those
+// elements' high bit pairs at bits 0-1 (after a shift left by 4: at 4-5) and 4-5. Seven operations make 128 codes
+// where Q6KCodes takes twenty-two; each sub-block's scale is a vpermw, and with VNNI vpdpwssd applies it.
+// bench_matvec MatvecHot/Q6_K/768x2048, 4 alternating runs on a 2.1 GHz Xeon, medians, GB/s at 1 / 2 threads:
+// 12.3 / 23.1 -> 15.0 / 32.8 (faster in 4 of 4 at both).
+HWY_INLINE void Q6KRow512(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_t tok, float* HWY_RESTRICT y) {
+  const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
+  const int8_t* xq = x.q + tok * cols;
+  const int16_t* xs = x.sums + tok * n_sums;
+  const float* xd = x.d + tok * nb;
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  // 0 low, 2 high
+  // vpermw indices: in the vector of elements 64k .. 64k + 63, words 8j .. 8j + 7 (16 elements) take scale 4k + j.
+  __m512i idx[4];
+  for (int k = 0; k < 4; ++k)
+    idx[k] = _mm512_set_epi64(0x0003000300030003 + 0x0004000400040004 * k, 0x0003000300030003 + 0x0004000400040004 * k,
+                              0x0002000200020002 + 0x0004000400040004 * k, 0x0002000200020002 + 0x0004000400040004 * k,
+                              0x0001000100010001 + 0x0004000400040004 * k, 0x0001000100010001 + 0x0004000400040004 * k,
+                              0x0004000400040004 * k, 0x0004000400040004 * k);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ6_K);
+    PrefetchAhead<sizeof(BlockQ6_K)>(blk);
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ6_K, scales))));
+    const __m512i sc = _mm512_castsi256_si512(sc16);  // only words 0-15 are indexed
+    const int8_t* xb = xq + b * kQK_K;
+    __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains, for latency
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, ql) + 64 * h);
+      const __m512i t = _mm512_srlv_epi16(_mm512_broadcast_i64x4(LoadU(blk + offsetof(BlockQ6_K, qh) + 32 * h)),
+                                          shifts);
+      // (a & b) | c: 0xEA is vpternlog's truth table of it
+      const __m512i q[2] = {
+          _mm512_ternarylogic_epi32(ql, m4, _mm512_and_si512(_mm512_slli_epi16(t, 4), m30), 0xEA),
+          _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), m4, _mm512_and_si512(t, m30), 0xEA)};
+      for (int k = 0; k < 2; ++k) {
+        const __m512i prod = _mm512_maddubs_epi16(q[k], _mm512_loadu_si512(xb + 128 * h + 64 * k));
+        const __m512i s = _mm512_permutexvar_epi16(idx[2 * h + k], sc);
+#if MOETIER_VNNI
+        sumi[k] = DpWssd(sumi[k], prod, s);
+#else
+        sumi[k] = _mm512_add_epi32(sumi[k], _mm512_madd_epi16(prod, s));
+#endif
+      }
+    }
+    // the codes' offset 32: 32 * sum_j scale_j * bsum_j, off the 16 int32 lanes' sum (in their low 8)
+    const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, LoadU(xs + b * 16)), 5);
+    const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(sumi[0], sumi[1]), _mm512_zextsi256_si512(corr));
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(Fp16At(blk + offsetof(BlockQ6_K, d)) * xd[b]), _mm512_cvtepi32_ps(sum), acc);
+  }
+  *y = _mm512_reduce_add_ps(acc);
+}
+#endif
+
 template <size_t NT>
 HWY_INLINE void Q6KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_t t0, float* HWY_RESTRICT y,
                         int64_t y_stride) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if constexpr (NT == 1) return Q6KRow512(row, x, t0, y);
+#endif
   const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
   __m256 acc[NT];
   for (size_t t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -682,7 +866,7 @@ HWY_INLINE void Block32Rows(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, 
       __m256i sumi;
       if constexpr (requires { W::kOffset; }) {  // as in Block32Tile
 #if MOETIER_VNNI
-        sumi = _mm256_dpbusd_epi32(xc, w, xq);
+        sumi = DpBusd(xc, w, xq);
 #else
         sumi = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(w, xq), xc), ones);
 #endif
@@ -721,7 +905,7 @@ HWY_INLINE void TileBlock32(const uint8_t (*HWY_RESTRICT w)[64], const float (*H
     const __m256i xv = LoadU(xq + j * 4 * kTokenTile);
     for (size_t v = 0; v < V; ++v) {
       const __m256i wq = TileQuad<kPaired, false>(w[kPaired ? v : v / 2], v, j);
-      isum[v] = _mm256_dpbusd_epi32(isum[v], wq, xv);
+      isum[v] = DpBusd(isum[v], wq, xv);
       asm("" : "+x"(isum[v]));
     }
   }
