@@ -59,16 +59,22 @@ HWY_INLINE __m256i LoadU(const void* p) { return _mm256_loadu_si256(static_cast<
 
 #if MOETIER_VNNI
 // vpdpbusd (acc + the four u8 x s8 products of each 32-bit lane) and vpdpwssd (acc + the two int16 x int16
-// products of each lane), EVEX-encoded. Not the intrinsics: Highway 1.0 detects AVX3_DL by AVX512-VNNI but compiles
-// it with "avxvnni", so the compiler emits the VEX forms of AVX-VNNI (Alder Lake, Sapphire Rapids), invalid
-// instructions on Ice Lake and Zen 4, which have AVX3_DL but not AVX-VNNI. The assembler takes the operands in
-// AT&T order: source 2, source 1, destination.
+// products of each lane), EVEX-encoded. Not the intrinsics: Highway 1.0 chooses AVX3_DL on CPUs with AVX512-VNNI,
+// VBMI2, BITALG, ... (Ice Lake and later, Zen 4) but compiles it with "avxvnni", so the compiler emits the VEX forms
+// of AVX-VNNI (Alder Lake, Sapphire Rapids), invalid instructions on Ice Lake and Zen 4. The assembler takes the
+// operands in AT&T order: source 2, source 1, destination. Source 2 may be memory (GCC folds a load there); clang
+// would always put it in memory, a store and reload per call, so there it is a register.
+#if defined(__clang__)
+#define MOETIER_VNNI_SRC2 "v"
+#else
+#define MOETIER_VNNI_SRC2 "vm"
+#endif
 HWY_INLINE __m256i DpBusd(__m256i acc, __m256i u8, __m256i s8) {
-  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "vm"(s8));
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), MOETIER_VNNI_SRC2(s8));
   return acc;
 }
 HWY_INLINE __m512i DpWssd(__m512i acc, __m512i a, __m512i b) {
-  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), MOETIER_VNNI_SRC2(b));
   return acc;
 }
 #endif
@@ -98,7 +104,7 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* q) {
 // One token of one Q4_K row (decode) in 512-bit vectors, the formula of Q4KTile below, two blocks A, B at a time.
 // Each 32 bytes of nibbles broadcast to both halves of a vector and shifted by 0 / 4 bits per half (vpsrlvw) give
 // sub-blocks 2p and 2p + 1 side by side; the 64 activation codes they meet are one load, their scale pair one vpermw,
-// and with VNNI vpdpwssd applies the scales and adds in one operation: four operations per 64 elements where the
+// and with VNNI vpdpwssd applies the scales and adds in one operation: five operations per 64 elements where the
 // 256-bit kernel takes eleven. The per-block work around them (unpacking 6-bit scales and mins, the min term, the
 // float scales) is what the 256-bit kernel spends most of its operations on; here one 256-bit unpacking, one min
 // pmaddwd and one fp16 conversion serve both blocks (one block at a time measured no faster than the 256-bit
@@ -177,7 +183,7 @@ HWY_INLINE void Q4KRow512(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int6
     std::memcpy(&hb, bb + offsetof(BlockQ4_K, d), 4);
     static_assert(offsetof(BlockQ4_K, dmin) == offsetof(BlockQ4_K, d) + 2);
     const __m128 dd = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(ha)), static_cast<int>(hb), 1));
-    const __m128 dx = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd + b)));
+    const __m128 dx = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(xd + b)));  // dx_A, dx_B
     const __m512 s = _mm512_castps128_ps512(_mm_mul_ps(dd, _mm_unpacklo_ps(dx, dx)));
     acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane0, s), _mm512_cvtepi32_ps(sa), acc);
     acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane2, s), _mm512_cvtepi32_ps(sb), acc);
