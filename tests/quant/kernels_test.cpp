@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -171,8 +172,9 @@ TEST(MatmulKernels, MatchReferenceOnEveryTarget) {
 TEST(MatmulKernels, ThreadsGiveIdenticalResults) {
   std::mt19937 rng(99);
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::F16}) {
-    for (int64_t rows : {130, 1001}) {
-      const int64_t cols = 256, n_tok = 3;
+    // one token: on AVX-512 Q4_K rows go in pairs, whose odd last blocks are taken together (768 columns: three)
+    for (auto [rows, n_tok] : {std::pair<int64_t, int64_t>{130, 3}, {1001, 3}, {1001, 1}}) {
+      const int64_t cols = 768;
       const std::vector<uint8_t> wb = random_matrix(t, rows, cols, rng);
       const WeightView w{t, wb.data(), rows, cols, row_bytes(t, cols)};
       std::vector<float> x(static_cast<size_t>(n_tok * cols));
@@ -194,6 +196,32 @@ TEST(MatmulKernels, ThreadsGiveIdenticalResults) {
         }
       }
       }
+    }
+  }
+}
+
+// The one-token kernels take rows in groups (AVX-512 Q4_K two at a time, with the odd last blocks of the two
+// together; MXFP4 and Q4_0 four at a time): a row's result must not depend on which rows share its group, or a
+// different split of the rows (threads) would change the logits. The same rows as a view starting 1 or 3 rows on
+// shift every grouping.
+TEST(MatmulKernels, RowResultsDoNotDependOnTheirNeighbours) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t cols = 768, rows = 11;
+  std::vector<float> x(static_cast<size_t>(cols));  // [1, cols]
+  for (auto& v : x) v = normal(rng);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::MXFP4}) {
+    const auto wb = random_matrix(t, rows, cols, rng);
+    const size_t rb = row_bytes(t, cols);
+    MatmulScratch mm(cols, 1, ActivationRounding::match_ggml);
+    std::vector<float> all(static_cast<size_t>(rows));  // [1, rows]
+    matmul(WeightView{t, wb.data(), rows, cols, rb}, x.data(), all.data(), 1, mm);
+    for (int64_t skip : {1, 3}) {
+      std::vector<float> part(static_cast<size_t>(rows - skip));
+      matmul(WeightView{t, wb.data() + static_cast<size_t>(skip) * rb, rows - skip, cols, rb}, x.data(), part.data(),
+             1, mm);
+      EXPECT_EQ(0, std::memcmp(all.data() + skip, part.data(), sizeof(float) * part.size()))
+          << type_name(t) << " rows from " << skip;
     }
   }
 }
