@@ -154,14 +154,14 @@ HWY_INLINE __m512i Q4KBlockSums512(const uint8_t* HWY_RESTRICT qs, const int8_t*
 // 6 alternating runs, medians, GB/s at 1 / 2 threads: one row at a time 8.5 / 13.8 -> two 9.3 / 17.2 (faster in
 // 6 of 6 at both); Qwen3-30B-A3B-shaped decode at -t 2, 6 alternating runs: 9.3 -> 9.65 tok/s (faster in 5).
 template <size_t R>
-HWY_INLINE void Q4KRows512(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x, int64_t tok,
+HWY_INLINE void Q4KRows512(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x,
                            float* HWY_RESTRICT y) {
   static_assert(R == 1 || R == 2);
   constexpr size_t kB = sizeof(BlockQ4_K);
-  const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
-  const int8_t* xq = x.q + tok * cols;
-  const int16_t* xs = x.sums + tok * n_sums;
-  const float* xd = x.d + tok * nb;
+  const int64_t nb = x.cols / kQK_K;
+  const int8_t* xq = x.q;        // the one token's codes, sums of 16 and block scales
+  const int16_t* xs = x.sums;
+  const float* xd = x.d;
   // vpermw indices into the 32 words of Q4KScalesMins2 widened (A: scales 0-7, mins 8-15; B: 16-23, 24-31):
   // scale 2p in the low half of a vector, 2p + 1 in the high half; and each min twice, to meet the activation's
   // sums of 16 (A's in the low half, B's in the high).
@@ -230,12 +230,12 @@ HWY_INLINE void Q4KRows512(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, c
   for (size_t r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-// One token of rows r0 .. r1 - 1 by Q4KRows512, two at a time.
+// One token (decode) of rows r0 .. r1 - 1 by Q4KRows512, two at a time.
 HWY_INLINE void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
                                int64_t r1) {
   int64_t r = r0;
-  for (; r + 2 <= r1; r += 2) Q4KRows512<2>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, 0, y + r);
-  if (r < r1) Q4KRows512<1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, 0, y + r);
+  for (; r + 2 <= r1; r += 2) Q4KRows512<2>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, y + r);
+  if (r < r1) Q4KRows512<1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, y + r);
 }
 #endif
 
@@ -248,9 +248,6 @@ HWY_INLINE void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows&
 template <size_t NT>
 HWY_INLINE void Q4KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_t t0, float* HWY_RESTRICT y,
                         int64_t y_stride) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  if constexpr (NT == 1) return Q4KRows512<1>(row, 0, x, t0, y);
-#endif
   const int64_t cols = x.cols, nb = cols / kQK_K, n_sums = cols / 16;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   // bytes 8-15 of Q4KScalesMins (the mins), each twice
@@ -1085,7 +1082,10 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
   switch (type) {
     case GgmlType::Q4_K:
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-      if (n_tok == 1 && x.qt == nullptr) return Q4KOneToken512(w, row_bytes, x, y, r0, r1), true;  // as TiledRows
+      if (n_tok == 1 && x.qt == nullptr) {  // decode; a lone token of a batched group takes the tiles (TiledRows)
+        Q4KOneToken512(w, row_bytes, x, y, r0, r1);
+        return true;
+      }
 #endif
       TiledRows<Q4KTokens, Q4K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
