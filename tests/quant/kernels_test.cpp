@@ -477,3 +477,51 @@ TEST(MatmulKernels, TokenResultsDoNotDependOnTheOtherTokens) {
 
 }  // namespace
 }  // namespace moetier::quant
+
+namespace moetier::quant {
+namespace {
+
+// The AVX512-VNNI token tiles of Q4_K and Q6_K (int8_vnni512-inl.h: 16 rows in the lanes of a vector) compute the
+// same block sums and the same float steps as the 256-bit tiles of AVX2 and AVX-512 (int8_avx2-inl.h: 8 tokens
+// in the lanes), so every target that takes token tiles gives the same bits. Covers partial groups of 16 rows
+// (37 rows), paired tiles (at most 4 tokens), a tile of each size, several tiles, and one token of a batched group.
+TEST(MatmulKernels, TokenTilesAgreeBitForBitOnEveryTarget) {
+  std::vector<int64_t> targets;
+  for (int64_t target : kernels::compiled_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    if (kernels::uses_token_tiles(GgmlType::Q4_K)) targets.push_back(target);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  if (targets.size() < 2) GTEST_SKIP() << "fewer than two targets with token tiles on this CPU";
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t rows = 37;
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (int64_t cols : {768, 2048}) {
+      const auto wb = random_matrix(t, rows, cols, rng);
+      const WeightView w{t, wb.data(), rows, cols, row_bytes(t, cols)};
+      for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 13, 20}) {
+        std::vector<float> x(static_cast<size_t>(n_tok * cols));  // [n_tok, cols]
+        for (auto& v : x) v = normal(rng);
+        std::vector<std::vector<float>> y;  // per target: [n_tok, rows]
+        for (int64_t target : targets) {
+          hwy::SetSupportedTargetsForTest(target);
+          MatmulScratch mm(cols, n_tok, ActivationRounding::match_ggml);
+          y.emplace_back(static_cast<size_t>(n_tok * rows), NAN);
+          const Product p{w, y.back().data()};
+          const ProductGroup group{{&p, 1}, x.data(), n_tok, true};  // batched: one token takes the tiles too
+          matmul_groups({&group, 1}, mm);
+        }
+        hwy::SetSupportedTargetsForTest(0);
+        for (size_t i = 1; i < targets.size(); ++i) {
+          EXPECT_EQ(0, std::memcmp(y[0].data(), y[i].data(), sizeof(float) * y[0].size()))
+              << type_name(t) << " cols " << cols << " n_tok " << n_tok << ": " << hwy::TargetName(targets[i])
+              << " differs from " << hwy::TargetName(targets[0]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moetier::quant

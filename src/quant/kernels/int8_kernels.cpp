@@ -27,6 +27,7 @@
 #include "quant/kernels/block_bytes-inl.h"
 #include "quant/kernels/int8_avx2-inl.h"
 #include "quant/kernels/int8_kernels.h"
+#include "quant/kernels/int8_vnni512-inl.h"
 #include "quant/kquant_scales.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -390,6 +391,9 @@ int CodeOffset(GgmlType type) {
 
 void MatmulRowsQ8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
                   int64_t y_stride, int64_t r0, int64_t r1) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if (vnni512::MatmulRows(type, w, row_bytes, x, n_tok, y, y_stride, r0, r1)) return;
+#endif
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if (avx2::MatmulRows(type, w, row_bytes, x, n_tok, y, y_stride, r0, r1)) return;
 #endif

@@ -1,0 +1,339 @@
+// AVX512-VNNI token tiles (Highway's AVX3_DL target: Ice Lake and later Xeons, Zen 4): the products of several
+// tokens (prefill, a routed expert's share of a prompt) with K-quant weights, 16 weight rows in the 16 int32 lanes
+// of a vector. The 256-bit tiles of int8_avx2-inl.h put 8 tokens in the lanes and broadcast each row's weights,
+// then spend three operations (pmaddubsw, an int16 add, a pmaddwd per sub-block) per 32 products; here a lane's
+// four weight codes meet one token's four activation codes, broadcast from memory by vpdpbusd itself ({1to16}),
+// one operation per 64 products. What it costs instead: the 16 rows' codes are transposed into quads (four codes)
+// per lane once per block and token tile (an 8 x 8 dword transpose per 32 bytes of each row), and each sub-block's
+// int32 sum is scaled per lane by a multiply (vpmulld).
+//
+// Exactness: the integer sums are the ones of the 256-bit tiles (TokenTile: the same block sums of scale * (codes .
+// activations) and min * (activation sums), exact in int32), and the float steps per block, row and token are the
+// same operations in the same order (Q4KTokens::Finish), so the results are bit-identical to theirs; the kernel
+// test checks it against the AVX2 target's.
+// Included by int8_kernels.cpp inside its per-target namespace, after int8_avx2-inl.h; compiled for AVX3_DL only.
+#if defined(MOETIER_QUANT_KERNELS_INT8_VNNI512_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MOETIER_QUANT_KERNELS_INT8_VNNI512_INL_H_
+#undef MOETIER_QUANT_KERNELS_INT8_VNNI512_INL_H_
+#else
+#define MOETIER_QUANT_KERNELS_INT8_VNNI512_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "quant/blocks.h"
+#include "quant/kernels/block_bytes-inl.h"
+#include "quant/kernels/int8_kernels.h"
+
+#if HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace moetier::quant::kernels {
+namespace HWY_NAMESPACE {
+namespace vnni512 {
+
+// acc + the four u8 x s8 products of each lane of w with the 4 bytes at x in every lane, and acc + the two
+// int16 x int16 products of each lane of a with the two int16 at x: vpdpbusd / vpdpwssd with an embedded
+// broadcast. Inline assembly for the reason DpBusd (int8_avx2-inl.h) is.
+HWY_INLINE __m512i DpBusdBcast(__m512i acc, __m512i w, const void* x) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*static_cast<const int32_t*>(x)));
+  return acc;
+}
+HWY_INLINE __m512i DpWssdBcast(__m512i acc, __m512i a, const void* x) {
+  asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*static_cast<const int32_t*>(x)));
+  return acc;
+}
+
+// The 8 x 8 dword transposes of the two 256-bit halves of p[0..7]: afterwards dword j of half h of p[i] is what
+// dword i of half h of p[j] was. The AVX2 sequence (unpack 32, unpack 64, 128-bit lane pairs) on both halves.
+HWY_INLINE void Transpose8x8Halves(__m512i (&p)[8]) {
+  __m512i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(p[i], p[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(p[i], p[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // Per half, the low 128-bit lanes of u[i] and u[i + 4] (dwords i) and their high lanes (dwords i + 4).
+  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int i = 0; i < 4; ++i) {
+    p[i] = _mm512_permutex2var_epi64(u[i], lo, u[i + 4]);
+    p[i + 4] = _mm512_permutex2var_epi64(u[i], hi, u[i + 4]);
+  }
+}
+
+// 32 bytes at byte offset `at` of each of 16 rows, as quads: dword i of q[i'] ... lane r of q[i] is row r's
+// dword i (its bytes 4i .. 4i + 3).
+HWY_INLINE void RowQuads(const uint8_t* const (&rows)[16], size_t at, __m512i (&q)[8]) {
+  for (int j = 0; j < 8; ++j) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j] + at));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j + 8] + at));
+    q[j] = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+  }
+  Transpose8x8Halves(q);
+}
+
+// The 16 bytes at byte offset `at` of each of 16 rows, as dwords: lane r of h[i] is row r's dword i (i < 4).
+// Per 128-bit lane, the 4 x 4 dword transpose of rows 4L .. 4L + 3.
+HWY_INLINE void RowHeads(const uint8_t* const (&rows)[16], size_t at, __m512i (&h)[4]) {
+  __m512i z[4];  // z[g]: row 4L + g in 128-bit lane L
+  for (int g = 0; g < 4; ++g) {
+    const auto load = [&](int r) HWY_ATTR { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + at)); };
+    __m512i v = _mm512_castsi128_si512(load(g));
+    v = _mm512_inserti32x4(v, load(4 + g), 1);
+    v = _mm512_inserti32x4(v, load(8 + g), 2);
+    z[g] = _mm512_inserti32x4(v, load(12 + g), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  h[0] = _mm512_unpacklo_epi64(t0, t2);
+  h[1] = _mm512_unpackhi_epi64(t0, t2);
+  h[2] = _mm512_unpacklo_epi64(t1, t3);
+  h[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Byte j (0..3) of each lane, zero-extended, and the same byte in both int16 halves: pshufb, whose indices count
+// bytes within a 128-bit lane (4k + j for its lane k; 0x80 clears).
+HWY_INLINE __m512i ByteOfLanes(__m512i v, int j) {
+  const __m512i base = _mm512_set4_epi32(12, 8, 4, 0);
+  return _mm512_shuffle_epi8(v, _mm512_add_epi32(base, _mm512_set1_epi32(static_cast<int32_t>(0x80808000u + j))));
+}
+HWY_INLINE __m512i ByteTwiceOfLanes(__m512i v, int j) {
+  const __m512i base = _mm512_set4_epi32(0x000c000c, 0x00080008, 0x00040004, 0);
+  const uint32_t b = static_cast<uint32_t>(j);
+  return _mm512_shuffle_epi8(v, _mm512_add_epi32(base, _mm512_set1_epi32(static_cast<int32_t>(0x80008000u | (b << 16) | b))));
+}
+
+// The kernels: Tile<NT, kPaired>(rows, nb, xq, xs, dt, out): 16 rows (lane r: rows[r]) of nb blocks times the
+// NT tokens of one token tile (lane(t) = t, or 2t in a paired tile: int8_kernels.h), out[t] lane r = the row's
+// product with token t. xq, xs, dt: the tile's interleaved codes, sums of 16 and block scales (Q8Rows::qt, st, dt
+// from the tile's start).
+
+// Byte j (0..3) of each lane sign-extended, and bytes j, j + 1 (j even) sign-extended into the lane's two int16.
+HWY_INLINE __m512i SignedByteOfLanes(__m512i v, int j) {
+  const __m512i base = _mm512_set4_epi32(0x0c000000, 0x08000000, 0x04000000, 0);
+  const uint32_t b = static_cast<uint32_t>(j);
+  const __m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32(static_cast<int32_t>(0x00808080u | (b << 24))));
+  return _mm512_srai_epi32(_mm512_shuffle_epi8(v, idx), 24);
+}
+HWY_INLINE __m512i SignedBytePairOfLanes(__m512i v, int j) {
+  const __m512i base = _mm512_set4_epi32(0x0c000c00, 0x08000800, 0x04000400, 0);
+  const uint32_t b = static_cast<uint32_t>(j);
+  const __m512i idx =
+      _mm512_add_epi32(base, _mm512_set1_epi32(static_cast<int32_t>(0x00800080u | ((b + 1) << 24) | (b << 8))));
+  return _mm512_srai_epi16(_mm512_shuffle_epi8(v, idx), 8);
+}
+
+// Q4_K: the formula of Q4KTokens (int8_avx2-inl.h).
+struct Q4KLanes {
+template <int NT, bool kPaired>
+static HWY_INLINE void Tile(const uint8_t* const (&rows)[16], int64_t nb, const int8_t* HWY_RESTRICT xq,
+                            const int16_t* HWY_RESTRICT xs, const float* HWY_RESTRICT dt, __m512 (&out)[NT]) {
+  constexpr int64_t T = kTokenTile;
+  constexpr int kChains = NT <= 4 ? 2 : 1;  // independent vpdpbusd chains per token (latency 5 at two per cycle)
+  const auto lane = [](int t) { return kPaired ? 2 * t : t; };
+  const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
+  const __m512i low6 = _mm512_set1_epi8(0x3f), bits45 = _mm512_set1_epi8(0x30);
+  for (int t = 0; t < NT; ++t) out[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t at = static_cast<size_t>(b) * sizeof(BlockQ4_K);
+    // Per lane: [d, dmin] and the 12 scale bytes (kquant_scales.h, unpack_scale_min_k4): scales 0-3 and mins 0-3
+    // are the low 6 bits of bytes 0-3 and 4-7; scales / mins 4-7 the low / high nibbles of bytes 8-11 below the
+    // top 2 bits of bytes 0-3 / 4-7.
+    static_assert(offsetof(BlockQ4_K, d) == 0 && offsetof(BlockQ4_K, dmin) == 2 &&
+                  offsetof(BlockQ4_K, scales) == 4 && offsetof(BlockQ4_K, qs) == 16);
+    __m512i h[4];
+    RowHeads(rows, at, h);
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    const __m512i sc[2] = {_mm512_and_si512(h[1], low6),  // scales 0-3 | 4-7, a byte each
+                           _mm512_ternarylogic_epi32(_mm512_and_si512(h[3], low4), _mm512_srli_epi32(h[1], 2),
+                                                     bits45, 0xf8)};  // a | (b & c)
+    const __m512i mn[2] = {_mm512_and_si512(h[2], low6),
+                           _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), low4),
+                                                     _mm512_srli_epi32(h[2], 2), bits45, 0xf8)};
+    __m512i isum[NT];  // sum over sub-blocks of 16 * scale * (codes . activations)
+    for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+    const int8_t* xb = xq + b * (kQK_K / 4) * 4 * T;  // the block's 64 quads x T lanes x 4 codes
+    for (int p = 0; p < 4; ++p) {  // qs[32p + i]: sub-block 2p in the low nibbles, 2p + 1 in the high
+      __m512i q[8];
+      RowQuads(rows, at + offsetof(BlockQ4_K, qs) + 32 * static_cast<size_t>(p), q);
+      for (int half = 0; half < 2; ++half) {
+        const int s = 2 * p + half;
+        // The low nibbles are the codes; the high ones stay in place, 16 times the codes, and the low
+        // sub-block's scale is taken 16 times to match (isum: 16 times the sum, at most 2^29).
+        __m512i scale = ByteOfLanes(sc[s / 4], s % 4);
+        if (half == 0) scale = _mm512_slli_epi32(scale, 4);
+        __m512i tmp[NT][kChains];
+        for (int t = 0; t < NT; ++t)
+          for (int c = 0; c < kChains; ++c) tmp[t][c] = _mm512_setzero_si512();
+        for (int i = 0; i < 8; ++i) {
+          const __m512i w = _mm512_and_si512(q[i], half == 0 ? low4 : high4);
+          const int8_t* xi = xb + (8 * s + i) * 4 * T;  // quad 8s + i of the block
+          for (int t = 0; t < NT; ++t) tmp[t][i % kChains] = DpBusdBcast(tmp[t][i % kChains], w, xi + 4 * lane(t));
+        }
+        for (int t = 0; t < NT; ++t) {
+          __m512i v = tmp[t][0];
+          if constexpr (kChains == 2) v = _mm512_add_epi32(v, tmp[t][1]);
+          isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(v, scale));
+        }
+      }
+    }
+    __m512i mins[8];  // min s in both int16 halves of each lane, to meet the activation's two sums of 16
+    for (int s = 0; s < 8; ++s) mins[s] = ByteTwiceOfLanes(mn[s / 4], s % 4);
+    const int16_t* sb = xs + b * 8 * 2 * T;  // the block's 8 sub-blocks x T lanes x 2 sums
+    for (int t = 0; t < NT; ++t) {
+      __m512i ioff = _mm512_setzero_si512();
+      for (int s = 0; s < 8; ++s) ioff = DpWssdBcast(ioff, mins[s], sb + (s * T + lane(t)) * 2);
+      const __m512 dx = _mm512_set1_ps(dt[b * T + lane(t)]);
+      out[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(isum[t], 4)), _mm512_mul_ps(d, dx), out[t]);
+      out[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ioff), _mm512_mul_ps(dmin, dx), out[t]);
+    }
+  }
+}
+};
+
+// Q6_K: the formula of Q6KTokens (int8_avx2-inl.h): isum = sum over sub-blocks of 16 of scale * (codes . x),
+// codes 0..63 before their -32, and ioff = sum of scale * (the sub-block's activation sum); y += d * dx * (isum -
+// 32 * ioff). Per half h of a block, ql[64h .. 64h + 31] holds elements 128h + l in its low nibbles and 128h + 64
+// + l in its high ones, ql[64h + 32 ..] elements 128h + 32 + l and 128h + 96 + l, and qh[32h + l] their high bit
+// pairs at bits 0-1, 2-3, 4-5, 6-7 (ranges 0..3 of 32 elements).
+struct Q6KLanes {
+template <int NT, bool kPaired>
+static HWY_INLINE void Tile(const uint8_t* const (&rows)[16], int64_t nb, const int8_t* HWY_RESTRICT xq,
+                            const int16_t* HWY_RESTRICT xs, const float* HWY_RESTRICT dt, __m512 (&out)[NT]) {
+  constexpr int64_t T = kTokenTile;
+  constexpr int kChains = NT <= 4 ? 2 : 1;
+  const auto lane = [](int t) { return kPaired ? 2 * t : t; };
+  const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+  for (int t = 0; t < NT; ++t) out[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t at = static_cast<size_t>(b) * sizeof(BlockQ6_K);
+    __m512i hs[4];  // lane r: row r's int8 scales 4c .. 4c + 3 in hs[c]
+    RowHeads(rows, at + offsetof(BlockQ6_K, scales), hs);
+    // The fp16 d ends the block, so a 16-byte load there would read past it (and past the tensor's end).
+    alignas(32) uint16_t dh[16];
+    for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], rows[r] + at + offsetof(BlockQ6_K, d), 2);
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
+    __m512i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+    // The block's 64 quads of codes first, into memory: made in place, with the transposed ql and qh, they
+    // would keep 16 more vectors live than the 32 registers hold next to the sums (GCC spilled the sums).
+    alignas(64) __m512i codes[kQK_K / 4];  // [quad]: lane r holds row r's codes 4 quad .. 4 quad + 3
+    for (int h = 0; h < 2; ++h) {
+      __m512i qh[8];
+      RowQuads(rows, at + offsetof(BlockQ6_K, qh) + 32 * static_cast<size_t>(h), qh);
+      for (int part = 0; part < 2; ++part) {
+        __m512i ql[8];
+        RowQuads(rows, at + offsetof(BlockQ6_K, ql) + 64 * static_cast<size_t>(h) + 32 * static_cast<size_t>(part),
+                 ql);
+        for (int nib = 0; nib < 2; ++nib) {
+          const int range = part + 2 * nib;  // elements 128h + 32 range + l: their high bits at 2 range, 2 range + 1
+          for (int i = 0; i < 8; ++i) {
+            const __m512i lo = _mm512_and_si512(nib == 0 ? ql[i] : _mm512_srli_epi32(ql[i], 4), low4);
+            const __m512i hi = range == 0   ? _mm512_slli_epi32(qh[i], 4)
+                               : range == 1 ? _mm512_slli_epi32(qh[i], 2)
+                               : range == 2 ? qh[i]
+                                            : _mm512_srli_epi32(qh[i], 2);
+            codes[32 * h + 8 * range + i] = _mm512_ternarylogic_epi32(lo, hi, bits45, 0xf8);  // lo | (hi & 0x30)
+          }
+        }
+      }
+    }
+    const int8_t* xb = xq + b * (kQK_K / 4) * 4 * T;
+    for (int j = 0; j < 16; ++j) {  // sub-block j: quads 4j .. 4j + 3
+      const __m512i scale = SignedByteOfLanes(hs[j / 4], j % 4);
+      __m512i tmp[NT][kChains];
+      for (int t = 0; t < NT; ++t)
+        for (int c = 0; c < kChains; ++c) tmp[t][c] = _mm512_setzero_si512();
+      for (int i = 0; i < 4; ++i) {
+        const __m512i w = codes[4 * j + i];
+        const int8_t* xi = xb + (4 * j + i) * 4 * T;
+        for (int t = 0; t < NT; ++t) tmp[t][i % kChains] = DpBusdBcast(tmp[t][i % kChains], w, xi + 4 * lane(t));
+      }
+      for (int t = 0; t < NT; ++t) {
+        __m512i v = tmp[t][0];
+        if constexpr (kChains == 2) v = _mm512_add_epi32(v, tmp[t][1]);
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(v, scale));
+      }
+    }
+    __m512i pairs[8];  // sub-blocks 2k, 2k + 1's scales as int16 pairs, to meet the activation's two sums of 16
+    for (int k = 0; k < 8; ++k) pairs[k] = SignedBytePairOfLanes(hs[k / 2], 2 * (k % 2));
+    const int16_t* sb = xs + b * 8 * 2 * T;
+    for (int t = 0; t < NT; ++t) {
+      __m512i ioff = _mm512_setzero_si512();
+      for (int k = 0; k < 8; ++k) ioff = DpWssdBcast(ioff, pairs[k], sb + (k * T + lane(t)) * 2);
+      const __m512i total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(ioff, 5));  // the codes' -32
+      out[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(dt[b * T + lane(t)])),
+                               out[t]);
+    }
+  }
+}
+};
+
+// One token tile of 16 rows through K, stored: lanes `keep` of out[t] to y[(tile * kTokenTile + t) * y_stride ..].
+template <class K, int NT, bool kPaired>
+HWY_INLINE void TileStore(const uint8_t* const (&rows)[16], const Q8Rows& x, int64_t tile, float* HWY_RESTRICT y,
+                          int64_t y_stride, __mmask16 keep) {
+  const int64_t nb = x.cols / kQK_K, quads = x.cols / 4, blocks32 = x.cols / 32;
+  __m512 out[NT];
+  K::template Tile<NT, kPaired>(rows, nb, x.qt + tile * quads * 4 * kTokenTile,
+                                x.st + tile * blocks32 * 2 * kTokenTile, x.dt + tile * nb * kTokenTile, out);
+  for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + (tile * kTokenTile + t) * y_stride, keep, out[t]);
+}
+
+// Rows r0 .. r1 - 1 of K's weights times the n_tok tokens of x's token tiles, 16 rows at a time (a last group of
+// fewer repeats its last row in the spare lanes, whose results are not stored), tile by tile.
+template <class K>
+void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
+                int64_t r0, int64_t r1) {
+  const int64_t tiles = padded_tokens(n_tok) / kTokenTile;
+  for (int64_t r = r0; r < r1; r += 16) {
+    const int64_t n = std::min<int64_t>(16, r1 - r);
+    const uint8_t* rows[16];
+    for (int64_t i = 0; i < 16; ++i) rows[i] = w + static_cast<size_t>(r + std::min(i, n - 1)) * row_bytes;
+    const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
+    for (int64_t g = 0; g < tiles; ++g) {
+      float* yt = y + r;
+      switch (std::min(kTokenTile, n_tok - g * kTokenTile)) {  // paired_tile: at most kPairedTile tokens
+        case 1: TileStore<K, 1, true>(rows, x, g, yt, y_stride, keep); break;
+        case 2: TileStore<K, 2, true>(rows, x, g, yt, y_stride, keep); break;
+        case 3: TileStore<K, 3, true>(rows, x, g, yt, y_stride, keep); break;
+        case 4: TileStore<K, 4, true>(rows, x, g, yt, y_stride, keep); break;
+        case 5: TileStore<K, 5, false>(rows, x, g, yt, y_stride, keep); break;
+        case 6: TileStore<K, 6, false>(rows, x, g, yt, y_stride, keep); break;
+        case 7: TileStore<K, 7, false>(rows, x, g, yt, y_stride, keep); break;
+        default: TileStore<K, 8, false>(rows, x, g, yt, y_stride, keep); break;
+      }
+    }
+  }
+}
+
+// True (and the product done) for the types with a kernel here, when the caller filled the token tiles.
+inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
+                       int64_t y_stride, int64_t r0, int64_t r1) {
+  static_assert(kPairedTile == 4);
+  if (x.qt == nullptr) return false;
+  switch (type) {
+    case GgmlType::Q4_K: TokenTiles<Q4KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    case GgmlType::Q6_K: TokenTiles<Q6KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    default: return false;
+  }
+}
+
+}  // namespace vnni512
+}  // namespace HWY_NAMESPACE
+}  // namespace moetier::quant::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // HWY_TARGET == HWY_AVX3_DL
+#endif  // MOETIER_QUANT_KERNELS_INT8_VNNI512_INL_H_
