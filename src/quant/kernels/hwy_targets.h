@@ -3,7 +3,7 @@
 // turn (hwy::SetSupportedTargetsForTest) run every file's code for it. Include first, before any Highway header.
 //   SSSE3: adds nothing over SSE4 here; skipped for compile time.
 //   AVX3_DL (AVX512-VNNI, Ice Lake and later Xeons, Zen 4): the integer kernels' vpdpbusd paths
-//   (int8_avx2-inl.h); Highway 1.0 compiles it only when asked (HWY_WANT_AVX3_DL), and with the VEX-only
+//   (int8_avx2-inl.h, int8_vnni512-inl.h); Highway 1.0 compiles it only when asked (HWY_WANT_AVX3_DL), and with the VEX-only
 //   "avxvnni", so VNNI there is EVEX inline assembly (DpBusd), not intrinsics.
 #pragma once
 

@@ -13,9 +13,11 @@
 // AVX512-VNNI (Highway's AVX3_DL target: Ice Lake and later Xeons, Zen 4): vpdpbusd adds the four u8 x s8 products
 // of each 32-bit lane straight into an int32 lane, where pmaddubsw, an int16 add and a pmaddwd took three
 // operations; the sums are the same integers. The 32-block kernels of offset codes (MXFP4, Q4_0) take it
-// (TileBlock32, Block32Rows); in the K-quant tiles a lane's int32 sum must be scaled per sub-block, and there
-// vpdpbusd + vpdpwssd measured no faster (Matmul/Q4_K tok8 slower, tok128 faster). The one-token Q4_K and Q6_K
-// rows of the AVX-512 targets (Q4KRows512, Q6KRow512) apply the sub-block scales with vpdpwssd.
+// (TileBlock32, Block32Rows). In the K-quant tiles here (8 tokens in the lanes) a lane's int32 sum must be scaled
+// per sub-block, and there vpdpbusd + vpdpwssd measured no faster (Matmul/Q4_K tok8 slower, tok128 faster); on
+// AVX3_DL the Q4_K and Q6_K tiles put 16 weight rows in the lanes instead (int8_vnni512-inl.h), which this file's
+// tiles remain the specification of. The one-token Q4_K and Q6_K rows of the AVX-512 targets (Q4KRows512,
+// Q6KRow512) apply the sub-block scales with vpdpwssd.
 // Included by int8_kernels.cpp inside its per-target namespace; compiled for the AVX2 and AVX-512 targets only.
 #if defined(MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_

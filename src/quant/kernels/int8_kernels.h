@@ -1,7 +1,8 @@
 // Integer dot-product kernels: activations quantized once per token row to 8 bits, weights decoded to small
 // integers, products summed exactly in int32, one float multiply per block. Portable Highway kernels widen both
 // to int16 (pmaddwd on x86, smlal on Arm); on AVX2/AVX-512 CPUs the main types (Q4_K, Q6_K, Q8_0, Q4_0, IQ4_NL,
-// MXFP4) multiply 8-bit values directly (pmaddubsw, 32 products per instruction; int8_avx2-inl.h).
+// MXFP4) multiply 8-bit values directly (pmaddubsw, 32 products per instruction; int8_avx2-inl.h), and with
+// AVX512-VNNI the K-quant token tiles take vpdpbusd, 64 per instruction (int8_vnni512-inl.h).
 // Highway, dispatched at run time to the best target the CPU has, like matmul_kernels.h.
 //
 // The activation formats are the ones the reference engine (../shared/oracle) pairs with each weight type, so
