@@ -113,11 +113,6 @@ HWY_INLINE __m512i ByteTwiceOfLanes(__m512i v, int j) {
   return _mm512_shuffle_epi8(v, _mm512_add_epi32(base, _mm512_set1_epi32(static_cast<int32_t>(0x80008000u | (b << 16) | b))));
 }
 
-// The kernels: Tile<NT, kPaired>(rows, nb, xq, xs, dt, out): 16 rows (lane r: rows[r]) of nb blocks times the
-// NT tokens of one token tile (lane(t) = t, or 2t in a paired tile: int8_kernels.h), out[t] lane r = the row's
-// product with token t. xq, xs, dt: the tile's interleaved codes, sums of 16 and block scales (Q8Rows::qt, st, dt
-// from the tile's start).
-
 // Byte j (0..3) of each lane sign-extended, and bytes j, j + 1 (j even) sign-extended into the lane's two int16.
 HWY_INLINE __m512i SignedByteOfLanes(__m512i v, int j) {
   const __m512i base = _mm512_set4_epi32(0x0c000000, 0x08000000, 0x04000000, 0);
@@ -133,19 +128,28 @@ HWY_INLINE __m512i SignedBytePairOfLanes(__m512i v, int j) {
   return _mm512_srai_epi16(_mm512_shuffle_epi8(v, idx), 8);
 }
 
-// Q4_K: the formula of Q4KTokens (int8_avx2-inl.h).
+// The weight types: K::Block, one block of 16 rows (lane r: rows[r]) unpacked: codes[quad] (lane r: the row's 4
+// codes of that quad, unsigned), K::kQuadsPerScale quads per int32 scale vector scale[], and the min or offset
+// words off[8] (lane r: two int16 that meet the activation's two sums of 16 of a 32-block). K::Unpack(rows, at,
+// block) fills it from the 16 blocks at byte offset `at`; K::Finish(block, isum, ioff, dx, acc) adds one token's
+// block result to acc from isum = sum over scale groups of scale * (codes . activations) and ioff = sum over
+// 32-blocks of off . (activation sums).
+
+// Q4_K: the formula of Q4KTokens (int8_avx2-inl.h): y += d * dx * sum_s scale_s * (q_s . x_s) - dmin * dx * sum_s
+// min_s * (sum of x_s's codes), 8 sub-blocks of 32; qs[32p + i] holds sub-block 2p in its low nibbles, 2p + 1 in
+// its high ones.
 struct Q4KLanes {
-template <int NT, bool kPaired>
-static HWY_INLINE void Tile(const uint8_t* const (&rows)[16], int64_t nb, const int8_t* HWY_RESTRICT xq,
-                            const int16_t* HWY_RESTRICT xs, const float* HWY_RESTRICT dt, __m512 (&out)[NT]) {
-  constexpr int64_t T = kTokenTile;
-  constexpr int kChains = NT <= 4 ? 2 : 1;  // independent vpdpbusd chains per token (latency 5 at two per cycle)
-  const auto lane = [](int t) { return kPaired ? 2 * t : t; };
-  const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
-  const __m512i low6 = _mm512_set1_epi8(0x3f), bits45 = _mm512_set1_epi8(0x30);
-  for (int t = 0; t < NT; ++t) out[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const size_t at = static_cast<size_t>(b) * sizeof(BlockQ4_K);
+  static constexpr size_t kBytes = sizeof(BlockQ4_K);
+  static constexpr int kQuadsPerScale = 8;
+  struct Block {
+    __m512i codes[kQK_K / 4];
+    __m512i scale[8];  // the low nibbles' sub-blocks' scales times 16 (below)
+    __m512i off[8];    // min s in both int16 halves
+    __m512 d, dmin;
+  };
+  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
+    const __m512i low6 = _mm512_set1_epi8(0x3f), bits45 = _mm512_set1_epi8(0x30);
     // Per lane: [d, dmin] and the 12 scale bytes (kquant_scales.h, unpack_scale_min_k4): scales 0-3 and mins 0-3
     // are the low 6 bits of bytes 0-3 and 4-7; scales / mins 4-7 the low / high nibbles of bytes 8-11 below the
     // top 2 bits of bytes 0-3 / 4-7.
@@ -153,53 +157,34 @@ static HWY_INLINE void Tile(const uint8_t* const (&rows)[16], int64_t nb, const 
                   offsetof(BlockQ4_K, scales) == 4 && offsetof(BlockQ4_K, qs) == 16);
     __m512i h[4];
     RowHeads(rows, at, h);
-    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
-    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    o.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    o.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
     const __m512i sc[2] = {_mm512_and_si512(h[1], low6),  // scales 0-3 | 4-7, a byte each
                            _mm512_ternarylogic_epi32(_mm512_and_si512(h[3], low4), _mm512_srli_epi32(h[1], 2),
                                                      bits45, 0xf8)};  // a | (b & c)
     const __m512i mn[2] = {_mm512_and_si512(h[2], low6),
                            _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), low4),
                                                      _mm512_srli_epi32(h[2], 2), bits45, 0xf8)};
-    __m512i isum[NT];  // sum over sub-blocks of 16 * scale * (codes . activations)
-    for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
-    const int8_t* xb = xq + b * (kQK_K / 4) * 4 * T;  // the block's 64 quads x T lanes x 4 codes
-    for (int p = 0; p < 4; ++p) {  // qs[32p + i]: sub-block 2p in the low nibbles, 2p + 1 in the high
+    for (int s = 0; s < 8; ++s) {
+      // The low nibbles are the codes; the high ones stay in place, 16 times the codes, and the low sub-blocks'
+      // scales are taken 16 times to match (isum: 16 times the sum, at most 2^29; Finish divides).
+      const __m512i scale = ByteOfLanes(sc[s / 4], s % 4);
+      o.scale[s] = s % 2 == 0 ? _mm512_slli_epi32(scale, 4) : scale;
+      o.off[s] = ByteTwiceOfLanes(mn[s / 4], s % 4);
+    }
+    for (int p = 0; p < 4; ++p) {
       __m512i q[8];
       RowQuads(rows, at + offsetof(BlockQ4_K, qs) + 32 * static_cast<size_t>(p), q);
-      for (int half = 0; half < 2; ++half) {
-        const int s = 2 * p + half;
-        // The low nibbles are the codes; the high ones stay in place, 16 times the codes, and the low
-        // sub-block's scale is taken 16 times to match (isum: 16 times the sum, at most 2^29).
-        __m512i scale = ByteOfLanes(sc[s / 4], s % 4);
-        if (half == 0) scale = _mm512_slli_epi32(scale, 4);
-        __m512i tmp[NT][kChains];
-        for (int t = 0; t < NT; ++t)
-          for (int c = 0; c < kChains; ++c) tmp[t][c] = _mm512_setzero_si512();
-        for (int i = 0; i < 8; ++i) {
-          const __m512i w = _mm512_and_si512(q[i], half == 0 ? low4 : high4);
-          const int8_t* xi = xb + (8 * s + i) * 4 * T;  // quad 8s + i of the block
-          for (int t = 0; t < NT; ++t) tmp[t][i % kChains] = DpBusdBcast(tmp[t][i % kChains], w, xi + 4 * lane(t));
-        }
-        for (int t = 0; t < NT; ++t) {
-          __m512i v = tmp[t][0];
-          if constexpr (kChains == 2) v = _mm512_add_epi32(v, tmp[t][1]);
-          isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(v, scale));
-        }
+      for (int i = 0; i < 8; ++i) {
+        o.codes[16 * p + i] = _mm512_and_si512(q[i], low4);
+        o.codes[16 * p + 8 + i] = _mm512_and_si512(q[i], high4);
       }
     }
-    __m512i mins[8];  // min s in both int16 halves of each lane, to meet the activation's two sums of 16
-    for (int s = 0; s < 8; ++s) mins[s] = ByteTwiceOfLanes(mn[s / 4], s % 4);
-    const int16_t* sb = xs + b * 8 * 2 * T;  // the block's 8 sub-blocks x T lanes x 2 sums
-    for (int t = 0; t < NT; ++t) {
-      __m512i ioff = _mm512_setzero_si512();
-      for (int s = 0; s < 8; ++s) ioff = DpWssdBcast(ioff, mins[s], sb + (s * T + lane(t)) * 2);
-      const __m512 dx = _mm512_set1_ps(dt[b * T + lane(t)]);
-      out[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(isum[t], 4)), _mm512_mul_ps(d, dx), out[t]);
-      out[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ioff), _mm512_mul_ps(dmin, dx), out[t]);
-    }
   }
-}
+  static HWY_INLINE __m512 Finish(const Block& o, __m512i isum, __m512i ioff, __m512 dx, __m512 acc) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(isum, 4)), _mm512_mul_ps(o.d, dx), acc);
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ioff), _mm512_mul_ps(o.dmin, dx), acc);
+  }
 };
 
 // Q6_K: the formula of Q6KTokens (int8_avx2-inl.h): isum = sum over sub-blocks of 16 of scale * (codes . x),
@@ -208,27 +193,24 @@ static HWY_INLINE void Tile(const uint8_t* const (&rows)[16], int64_t nb, const 
 // + l in its high ones, ql[64h + 32 ..] elements 128h + 32 + l and 128h + 96 + l, and qh[32h + l] their high bit
 // pairs at bits 0-1, 2-3, 4-5, 6-7 (ranges 0..3 of 32 elements).
 struct Q6KLanes {
-template <int NT, bool kPaired>
-static HWY_INLINE void Tile(const uint8_t* const (&rows)[16], int64_t nb, const int8_t* HWY_RESTRICT xq,
-                            const int16_t* HWY_RESTRICT xs, const float* HWY_RESTRICT dt, __m512 (&out)[NT]) {
-  constexpr int64_t T = kTokenTile;
-  constexpr int kChains = NT <= 4 ? 2 : 1;
-  const auto lane = [](int t) { return kPaired ? 2 * t : t; };
-  const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
-  for (int t = 0; t < NT; ++t) out[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const size_t at = static_cast<size_t>(b) * sizeof(BlockQ6_K);
+  static constexpr size_t kBytes = sizeof(BlockQ6_K);
+  static constexpr int kQuadsPerScale = 4;
+  struct Block {
+    __m512i codes[kQK_K / 4];
+    __m512i scale[16];  // int8 scale of each sub-block of 16
+    __m512i off[8];     // sub-blocks 2k, 2k + 1's scales as int16
+    __m512 d;
+  };
+  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
     __m512i hs[4];  // lane r: row r's int8 scales 4c .. 4c + 3 in hs[c]
     RowHeads(rows, at + offsetof(BlockQ6_K, scales), hs);
+    for (int j = 0; j < 16; ++j) o.scale[j] = SignedByteOfLanes(hs[j / 4], j % 4);
+    for (int k = 0; k < 8; ++k) o.off[k] = SignedBytePairOfLanes(hs[k / 2], 2 * (k % 2));
     // The fp16 d ends the block, so a 16-byte load there would read past it (and past the tensor's end).
     alignas(32) uint16_t dh[16];
     for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], rows[r] + at + offsetof(BlockQ6_K, d), 2);
-    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
-    __m512i isum[NT];
-    for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
-    // The block's 64 quads of codes first, into memory: made in place, with the transposed ql and qh, they
-    // would keep 16 more vectors live than the 32 registers hold next to the sums (GCC spilled the sums).
-    alignas(64) __m512i codes[kQK_K / 4];  // [quad]: lane r holds row r's codes 4 quad .. 4 quad + 3
+    o.d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
     for (int h = 0; h < 2; ++h) {
       __m512i qh[8];
       RowQuads(rows, at + offsetof(BlockQ6_K, qh) + 32 * static_cast<size_t>(h), qh);
@@ -244,76 +226,129 @@ static HWY_INLINE void Tile(const uint8_t* const (&rows)[16], int64_t nb, const 
                                : range == 1 ? _mm512_slli_epi32(qh[i], 2)
                                : range == 2 ? qh[i]
                                             : _mm512_srli_epi32(qh[i], 2);
-            codes[32 * h + 8 * range + i] = _mm512_ternarylogic_epi32(lo, hi, bits45, 0xf8);  // lo | (hi & 0x30)
+            o.codes[32 * h + 8 * range + i] = _mm512_ternarylogic_epi32(lo, hi, bits45, 0xf8);  // lo | (hi & 0x30)
           }
         }
       }
     }
-    const int8_t* xb = xq + b * (kQK_K / 4) * 4 * T;
-    for (int j = 0; j < 16; ++j) {  // sub-block j: quads 4j .. 4j + 3
-      const __m512i scale = SignedByteOfLanes(hs[j / 4], j % 4);
-      __m512i tmp[NT][kChains];
-      for (int t = 0; t < NT; ++t)
-        for (int c = 0; c < kChains; ++c) tmp[t][c] = _mm512_setzero_si512();
-      for (int i = 0; i < 4; ++i) {
-        const __m512i w = codes[4 * j + i];
-        const int8_t* xi = xb + (4 * j + i) * 4 * T;
-        for (int t = 0; t < NT; ++t) tmp[t][i % kChains] = DpBusdBcast(tmp[t][i % kChains], w, xi + 4 * lane(t));
-      }
-      for (int t = 0; t < NT; ++t) {
-        __m512i v = tmp[t][0];
-        if constexpr (kChains == 2) v = _mm512_add_epi32(v, tmp[t][1]);
-        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(v, scale));
-      }
-    }
-    __m512i pairs[8];  // sub-blocks 2k, 2k + 1's scales as int16 pairs, to meet the activation's two sums of 16
-    for (int k = 0; k < 8; ++k) pairs[k] = SignedBytePairOfLanes(hs[k / 2], 2 * (k % 2));
-    const int16_t* sb = xs + b * 8 * 2 * T;
-    for (int t = 0; t < NT; ++t) {
-      __m512i ioff = _mm512_setzero_si512();
-      for (int k = 0; k < 8; ++k) ioff = DpWssdBcast(ioff, pairs[k], sb + (k * T + lane(t)) * 2);
-      const __m512i total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(ioff, 5));  // the codes' -32
-      out[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(dt[b * T + lane(t)])),
-                               out[t]);
-    }
   }
-}
+  static HWY_INLINE __m512 Finish(const Block& o, __m512i isum, __m512i ioff, __m512 dx, __m512 acc) {
+    const __m512i total = _mm512_sub_epi32(isum, _mm512_slli_epi32(ioff, 5));  // the codes' -32
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(o.d, dx), acc);
+  }
 };
 
-// One token tile of 16 rows through K, stored: lanes `keep` of out[t] to y[(tile * kTokenTile + t) * y_stride ..].
+// One unpacked block times the NT tokens of a token tile (lane(t) = t, or 2t in a paired tile: int8_kernels.h):
+// acc[t] lane r += row r's block product with token t. xq, xs, dt: the tile's interleaved codes, sums of 16 and
+// block scales at this block (Q8Rows::qt, st, dt).
 template <class K, int NT, bool kPaired>
-HWY_INLINE void TileStore(const uint8_t* const (&rows)[16], const Q8Rows& x, int64_t tile, float* HWY_RESTRICT y,
-                          int64_t y_stride, __mmask16 keep) {
-  const int64_t nb = x.cols / kQK_K, quads = x.cols / 4, blocks32 = x.cols / 32;
-  __m512 out[NT];
-  K::template Tile<NT, kPaired>(rows, nb, x.qt + tile * quads * 4 * kTokenTile,
-                                x.st + tile * blocks32 * 2 * kTokenTile, x.dt + tile * nb * kTokenTile, out);
-  for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + (tile * kTokenTile + t) * y_stride, keep, out[t]);
+HWY_INLINE void MultiplyBlock(const typename K::Block& o, const int8_t* HWY_RESTRICT xq, const int16_t* HWY_RESTRICT xs,
+                              const float* HWY_RESTRICT dt, __m512 (&acc)[NT]) {
+  constexpr int64_t T = kTokenTile;
+  constexpr int kQ = K::kQuadsPerScale;
+  constexpr int kChains = NT <= 4 ? 2 : 1;  // independent vpdpbusd chains per token (latency 5, two per cycle)
+  const auto lane = [](int t) { return kPaired ? 2 * t : t; };
+  __m512i isum[NT];
+  for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+  for (int s = 0; s < kQK_K / 4 / kQ; ++s) {
+    __m512i tmp[NT][kChains];
+    for (int t = 0; t < NT; ++t)
+      for (int c = 0; c < kChains; ++c) tmp[t][c] = _mm512_setzero_si512();
+    for (int i = 0; i < kQ; ++i) {
+      const __m512i w = o.codes[kQ * s + i];
+      const int8_t* xi = xq + (kQ * s + i) * 4 * T;
+      for (int t = 0; t < NT; ++t) tmp[t][i % kChains] = DpBusdBcast(tmp[t][i % kChains], w, xi + 4 * lane(t));
+    }
+    for (int t = 0; t < NT; ++t) {
+      __m512i v = tmp[t][0];
+      if constexpr (kChains == 2) v = _mm512_add_epi32(v, tmp[t][1]);
+      isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(v, o.scale[s]));
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    __m512i ioff = _mm512_setzero_si512();
+    for (int k = 0; k < 8; ++k) ioff = DpWssdBcast(ioff, o.off[k], xs + (k * T + lane(t)) * 2);
+    acc[t] = K::Finish(o, isum[t], ioff, _mm512_set1_ps(dt[lane(t)]), acc[t]);
+  }
+}
+
+// Where token tile g of x starts at block b: its codes, sums and scales.
+struct TileAt {
+  const int8_t* xq;
+  const int16_t* xs;
+  const float* dt;
+  TileAt(const Q8Rows& x, int64_t g, int64_t b) {
+    const int64_t nb = x.cols / kQK_K, quads = x.cols / 4, blocks32 = x.cols / 32;
+    xq = x.qt + (g * quads + b * (kQK_K / 4)) * 4 * kTokenTile;
+    xs = x.st + (g * blocks32 + b * 8) * 2 * kTokenTile;
+    dt = x.dt + (g * nb + b) * kTokenTile;
+  }
+};
+
+// The NT tokens of tile g (the tokens in it: a runtime value, 1..kTokenTile) through f<NT, kPaired>().
+template <class F>
+HWY_INLINE void WithTileSize(int64_t tokens, const F& f) {
+  static_assert(kTokenTile == 8 && kPairedTile == 4);  // paired_tile: at most 4 tokens
+  switch (tokens) {
+    case 1: f.template operator()<1, true>(); break;
+    case 2: f.template operator()<2, true>(); break;
+    case 3: f.template operator()<3, true>(); break;
+    case 4: f.template operator()<4, true>(); break;
+    case 5: f.template operator()<5, false>(); break;
+    case 6: f.template operator()<6, false>(); break;
+    case 7: f.template operator()<7, false>(); break;
+    default: f.template operator()<8, false>(); break;
+  }
 }
 
 // Rows r0 .. r1 - 1 of K's weights times the n_tok tokens of x's token tiles, 16 rows at a time (a last group of
-// fewer repeats its last row in the spare lanes, whose results are not stored), tile by tile.
+// fewer repeats its last row in the spare lanes, whose results are not stored). Each block of a group is unpacked
+// once for up to 16 tiles (128 tokens), whose sums stay in memory between blocks; with one tile, in registers.
 template <class K>
 void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
                 int64_t r0, int64_t r1) {
-  const int64_t tiles = padded_tokens(n_tok) / kTokenTile;
+  const int64_t tiles = padded_tokens(n_tok) / kTokenTile, nb = x.cols / kQK_K;
+  constexpr int64_t kTilesPerPass = 16;
+  alignas(64) typename K::Block blk;
   for (int64_t r = r0; r < r1; r += 16) {
     const int64_t n = std::min<int64_t>(16, r1 - r);
     const uint8_t* rows[16];
     for (int64_t i = 0; i < 16; ++i) rows[i] = w + static_cast<size_t>(r + std::min(i, n - 1)) * row_bytes;
     const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
-    for (int64_t g = 0; g < tiles; ++g) {
-      float* yt = y + r;
-      switch (std::min(kTokenTile, n_tok - g * kTokenTile)) {  // paired_tile: at most kPairedTile tokens
-        case 1: TileStore<K, 1, true>(rows, x, g, yt, y_stride, keep); break;
-        case 2: TileStore<K, 2, true>(rows, x, g, yt, y_stride, keep); break;
-        case 3: TileStore<K, 3, true>(rows, x, g, yt, y_stride, keep); break;
-        case 4: TileStore<K, 4, true>(rows, x, g, yt, y_stride, keep); break;
-        case 5: TileStore<K, 5, false>(rows, x, g, yt, y_stride, keep); break;
-        case 6: TileStore<K, 6, false>(rows, x, g, yt, y_stride, keep); break;
-        case 7: TileStore<K, 7, false>(rows, x, g, yt, y_stride, keep); break;
-        default: TileStore<K, 8, false>(rows, x, g, yt, y_stride, keep); break;
+    const auto store = [&](int64_t g, const __m512* acc, int64_t tokens) HWY_ATTR {
+      for (int64_t t = 0; t < tokens; ++t) _mm512_mask_storeu_ps(y + (g * kTokenTile + t) * y_stride + r, keep, acc[t]);
+    };
+    if (tiles == 1) {
+      WithTileSize(n_tok, [&]<int NT, bool kPaired>() HWY_ATTR {
+        __m512 acc[NT];
+        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+          K::Unpack(rows, static_cast<size_t>(b) * K::kBytes, blk);
+          const TileAt at(x, 0, b);
+          MultiplyBlock<K, NT, kPaired>(blk, at.xq, at.xs, at.dt, acc);
+        }
+        store(0, acc, NT);
+      });
+      continue;
+    }
+    for (int64_t g0 = 0; g0 < tiles; g0 += kTilesPerPass) {
+      const int64_t ng = std::min(kTilesPerPass, tiles - g0);
+      alignas(64) __m512 acc[kTilesPerPass][kTokenTile];  // [tile][token]
+      for (int64_t g = 0; g < ng; ++g)
+        for (int64_t t = 0; t < kTokenTile; ++t) acc[g][t] = _mm512_setzero_ps();
+      for (int64_t b = 0; b < nb; ++b) {
+        K::Unpack(rows, static_cast<size_t>(b) * K::kBytes, blk);
+        for (int64_t g = 0; g < ng; ++g) {
+          const TileAt at(x, g0 + g, b);
+          WithTileSize(std::min(kTokenTile, n_tok - (g0 + g) * kTokenTile), [&]<int NT, bool kPaired>() HWY_ATTR {
+            __m512 a[NT];
+            for (int t = 0; t < NT; ++t) a[t] = acc[g][t];
+            MultiplyBlock<K, NT, kPaired>(blk, at.xq, at.xs, at.dt, a);
+            for (int t = 0; t < NT; ++t) acc[g][t] = a[t];
+          });
+        }
       }
+      for (int64_t g = 0; g < ng; ++g) store(g0 + g, acc[g], std::min(kTokenTile, n_tok - (g0 + g) * kTokenTile));
     }
   }
 }
@@ -321,7 +356,6 @@ void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_t
 // True (and the product done) for the types with a kernel here, when the caller filled the token tiles.
 inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
                        int64_t y_stride, int64_t r0, int64_t r1) {
-  static_assert(kPairedTile == 4);
   if (x.qt == nullptr) return false;
   switch (type) {
     case GgmlType::Q4_K: TokenTiles<Q4KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
