@@ -188,6 +188,33 @@ __attribute__((target("avx2"))) void BM_Int8MacPeak(benchmark::State& state) {
                                               benchmark::Counter::kIsIterationInvariantRate,
                                               benchmark::Counter::OneK::kIs1000);
 }
+
+// The same with AVX512-VNNI, the instruction the token tiles of such CPUs spend per 64 weights and token
+// (int8_vnni512-inl.h): independent chains of vpdpbusd (64 u8 x i8 products summed into 16 int32 lanes).
+__attribute__((target("avx512f,avx512vnni"))) void BM_Int8MacPeakVnni512(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  constexpr int64_t kIters = 1 << 20;
+  auto& p = pool(threads);
+  std::vector<int32_t> sink(static_cast<size_t>(threads) * 16);  // one cache line per thread
+  for (auto _ : state) {
+    p.run([&](int i) __attribute__((target("avx512f,avx512vnni"))) {
+      __m512i a = _mm512_set1_epi8(static_cast<char>(3 + i)), x = _mm512_set1_epi8(5);
+      __m512i s[10];  // 10 chains: latency 5 at two per cycle
+      for (auto& v : s) v = _mm512_setzero_si512();
+      for (int64_t k = 0; k < kIters; ++k) {
+        for (auto& v : s) v = _mm512_dpbusd_epi32(v, a, x);
+        asm volatile("" : "+v"(a), "+v"(x));  // opaque inputs
+      }
+      __m512i t = s[0];
+      for (int j = 1; j < 10; ++j) t = _mm512_add_epi32(t, s[j]);
+      _mm512_storeu_si512(&sink[static_cast<size_t>(i) * 16], t);
+    });
+    benchmark::DoNotOptimize(sink.data());
+  }
+  state.counters["macs"] = benchmark::Counter(static_cast<double>(kIters) * 10 * 64 * threads,
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::OneK::kIs1000);
+}
 #endif
 
 // Prefill's products: n_tok activation rows at once (a 128-token prompt gives the attention products 128 rows
@@ -249,6 +276,8 @@ int register_all() {
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx2"))
     benchmark::RegisterBenchmark("Int8MacPeak", BM_Int8MacPeak)->Arg(1)->Arg(2)->UseRealTime();
+  if (__builtin_cpu_supports("avx512vnni"))
+    benchmark::RegisterBenchmark("Int8MacPeak/vnni512", BM_Int8MacPeakVnni512)->Arg(1)->Arg(2)->UseRealTime();
 #endif
   auto* rb = benchmark::RegisterBenchmark("ReadBandwidth/1GiB", BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime();
   // MOETIER_BENCH_THREADS=N adds N threads to the read bandwidth (bench/speed_bench.sh measures at its -t).
