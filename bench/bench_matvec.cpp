@@ -155,65 +155,65 @@ void BM_ReadBandwidth(benchmark::State& state) {
 }
 
 #if defined(__x86_64__)
-// The machine's 8-bit integer multiply-accumulate peak, the ceiling of prefill (compute-bound): independent
-// chains of pmaddubsw (32 u8 x i8 products, pairs summed) + pmaddwd (pairs summed into int32), the instruction
-// pair the AVX2 kernels spend per 32 weights and token. Reported as G multiply-accumulates per second.
-__attribute__((target("avx2"))) void BM_Int8MacPeak(benchmark::State& state) {
+constexpr int64_t kPeakIters = 1 << 20;
+
+// Runs kernel(thread, out) on each of the pool's threads per benchmark iteration (out: that thread's cache line,
+// where the kernel stores its sums so they are not optimised away), and reports the kernel's macs multiply-
+// accumulates per thread as G multiply-accumulates per second.
+template <class Kernel>
+void RunMacPeak(benchmark::State& state, double macs, const Kernel& kernel) {
   const int threads = static_cast<int>(state.range(0));
-  constexpr int64_t kIters = 1 << 20;
   auto& p = pool(threads);
   std::vector<int32_t> sink(static_cast<size_t>(threads) * 16);  // one cache line per thread
   for (auto _ : state) {
-    p.run([&](int i) __attribute__((target("avx2"))) {
-      __m256i a = _mm256_set1_epi8(static_cast<char>(3 + i)), x = _mm256_set1_epi8(5), one = _mm256_set1_epi16(1);
-      __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-      for (int64_t k = 0; k < kIters; ++k) {
-        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(a, x), one));
-        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(x, a), one));
-        s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_maddubs_epi16(a, a), one));
-        s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(_mm256_maddubs_epi16(x, x), one));
-        s4 = _mm256_add_epi32(s4, _mm256_madd_epi16(_mm256_maddubs_epi16(one, x), one));
-        s5 = _mm256_add_epi32(s5, _mm256_madd_epi16(_mm256_maddubs_epi16(one, a), one));
-        s6 = _mm256_add_epi32(s6, _mm256_madd_epi16(_mm256_maddubs_epi16(a, one), one));
-        s7 = _mm256_add_epi32(s7, _mm256_madd_epi16(_mm256_maddubs_epi16(x, one), one));
-        asm volatile("" : "+x"(a), "+x"(x));  // opaque inputs: the multiplies cannot be hoisted out of the loop
-      }
-      const __m256i t = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3)),
-                                         _mm256_add_epi32(_mm256_add_epi32(s4, s5), _mm256_add_epi32(s6, s7)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&sink[static_cast<size_t>(i) * 16]), t);
-    });
+    p.run([&](int i) { kernel(i, &sink[static_cast<size_t>(i) * 16]); });
     benchmark::DoNotOptimize(sink.data());
   }
-  state.counters["macs"] = benchmark::Counter(static_cast<double>(kIters) * 8 * 32 * threads,
-                                              benchmark::Counter::kIsIterationInvariantRate,
+  state.counters["macs"] = benchmark::Counter(macs * threads, benchmark::Counter::kIsIterationInvariantRate,
                                               benchmark::Counter::OneK::kIs1000);
+}
+
+// The machine's 8-bit integer multiply-accumulate peak, the ceiling of prefill (compute-bound): independent
+// chains of pmaddubsw (32 u8 x i8 products, pairs summed) + pmaddwd (pairs summed into int32), the instruction
+// pair the AVX2 kernels spend per 32 weights and token. Reported as G multiply-accumulates per second.
+void BM_Int8MacPeak(benchmark::State& state) {
+  RunMacPeak(state, static_cast<double>(kPeakIters) * 8 * 32, [](int i, int32_t* out) __attribute__((target("avx2"))) {
+    __m256i a = _mm256_set1_epi8(static_cast<char>(3 + i)), x = _mm256_set1_epi8(5), one = _mm256_set1_epi16(1);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+    for (int64_t k = 0; k < kPeakIters; ++k) {
+      s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(a, x), one));
+      s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(x, a), one));
+      s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_maddubs_epi16(a, a), one));
+      s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(_mm256_maddubs_epi16(x, x), one));
+      s4 = _mm256_add_epi32(s4, _mm256_madd_epi16(_mm256_maddubs_epi16(one, x), one));
+      s5 = _mm256_add_epi32(s5, _mm256_madd_epi16(_mm256_maddubs_epi16(one, a), one));
+      s6 = _mm256_add_epi32(s6, _mm256_madd_epi16(_mm256_maddubs_epi16(a, one), one));
+      s7 = _mm256_add_epi32(s7, _mm256_madd_epi16(_mm256_maddubs_epi16(x, one), one));
+      asm volatile("" : "+x"(a), "+x"(x));  // opaque inputs: the multiplies cannot be hoisted out of the loop
+    }
+    const __m256i t = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3)),
+                                       _mm256_add_epi32(_mm256_add_epi32(s4, s5), _mm256_add_epi32(s6, s7)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), t);
+  });
 }
 
 // The same with AVX512-VNNI, the instruction the token tiles of such CPUs spend per 64 weights and token
 // (int8_vnni512-inl.h): independent chains of vpdpbusd (64 u8 x i8 products summed into 16 int32 lanes).
-__attribute__((target("avx512f,avx512vnni"))) void BM_Int8MacPeakVnni512(benchmark::State& state) {
-  const int threads = static_cast<int>(state.range(0));
-  constexpr int64_t kIters = 1 << 20;
-  auto& p = pool(threads);
-  std::vector<int32_t> sink(static_cast<size_t>(threads) * 16);  // one cache line per thread
-  for (auto _ : state) {
-    p.run([&](int i) __attribute__((target("avx512f,avx512vnni"))) {
-      __m512i a = _mm512_set1_epi8(static_cast<char>(3 + i)), x = _mm512_set1_epi8(5);
-      __m512i s[10];  // 10 chains: latency 5 at two per cycle
-      for (auto& v : s) v = _mm512_setzero_si512();
-      for (int64_t k = 0; k < kIters; ++k) {
-        for (auto& v : s) v = _mm512_dpbusd_epi32(v, a, x);
-        asm volatile("" : "+v"(a), "+v"(x));  // opaque inputs
-      }
-      __m512i t = s[0];
-      for (int j = 1; j < 10; ++j) t = _mm512_add_epi32(t, s[j]);
-      _mm512_storeu_si512(&sink[static_cast<size_t>(i) * 16], t);
-    });
-    benchmark::DoNotOptimize(sink.data());
-  }
-  state.counters["macs"] = benchmark::Counter(static_cast<double>(kIters) * 10 * 64 * threads,
-                                              benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::OneK::kIs1000);
+void BM_Int8MacPeakVnni512(benchmark::State& state) {
+  constexpr int kChains = 10;  // latency 5 at two per cycle
+  RunMacPeak(state, static_cast<double>(kPeakIters) * kChains * 64,
+             [](int i, int32_t* out) __attribute__((target("avx512f,avx512vnni"))) {
+               __m512i a = _mm512_set1_epi8(static_cast<char>(3 + i)), x = _mm512_set1_epi8(5);
+               __m512i s[kChains];
+               for (auto& v : s) v = _mm512_setzero_si512();
+               for (int64_t k = 0; k < kPeakIters; ++k) {
+                 for (auto& v : s) v = _mm512_dpbusd_epi32(v, a, x);
+                 asm volatile("" : "+v"(a), "+v"(x));  // opaque inputs
+               }
+               __m512i t = s[0];
+               for (int j = 1; j < kChains; ++j) t = _mm512_add_epi32(t, s[j]);
+               _mm512_storeu_si512(out, t);
+             });
 }
 #endif
 

@@ -321,7 +321,7 @@ HWY_INLINE void PrefetchRows(const uint8_t* const (&rows)[16], int64_t b) {
 
 // Rows r0 .. r1 - 1 of K's weights times the n_tok tokens of x's token tiles, 16 rows at a time (a last group of
 // fewer repeats its last row in the spare lanes, whose results are not stored). Each block of a group is unpacked
-// once for up to 16 tiles (128 tokens), whose sums stay in memory between blocks; with one tile, in registers.
+// once for up to 16 tiles (128 tokens), whose sums stay in memory between blocks.
 template <class K>
 void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
                 int64_t r0, int64_t r1) {
@@ -333,23 +333,6 @@ void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_t
     const uint8_t* rows[16];
     for (int64_t i = 0; i < 16; ++i) rows[i] = w + static_cast<size_t>(r + std::min(i, n - 1)) * row_bytes;
     const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
-    const auto store = [&](int64_t g, const __m512* acc, int64_t tokens) HWY_ATTR {
-      for (int64_t t = 0; t < tokens; ++t) _mm512_mask_storeu_ps(y + (g * kTokenTile + t) * y_stride + r, keep, acc[t]);
-    };
-    if (tiles == 1) {
-      WithTileSize(n_tok, [&]<int NT, bool kPaired>() HWY_ATTR {
-        __m512 acc[NT];
-        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-          PrefetchRows<K>(rows, b);
-          K::Unpack(rows, static_cast<size_t>(b) * K::kBytes, blk);
-          const TileAt at(x, 0, b);
-          MultiplyBlock<K, NT, kPaired>(blk, at.xq, at.xs, at.dt, acc);
-        }
-        store(0, acc, NT);
-      });
-      continue;
-    }
     for (int64_t g0 = 0; g0 < tiles; g0 += kTilesPerPass) {
       const int64_t ng = std::min(kTilesPerPass, tiles - g0);
       alignas(64) __m512 acc[kTilesPerPass][kTokenTile];  // [tile][token]
@@ -368,7 +351,11 @@ void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_t
           });
         }
       }
-      for (int64_t g = 0; g < ng; ++g) store(g0 + g, acc[g], std::min(kTokenTile, n_tok - (g0 + g) * kTokenTile));
+      for (int64_t g = 0; g < ng; ++g) {
+        const int64_t t0 = (g0 + g) * kTokenTile;
+        for (int64_t t = 0; t < std::min(kTokenTile, n_tok - t0); ++t)
+          _mm512_mask_storeu_ps(y + (t0 + t) * y_stride + r, keep, acc[g][t]);
+      }
     }
   }
 }
