@@ -200,10 +200,10 @@ TEST(MatmulKernels, ThreadsGiveIdenticalResults) {
   }
 }
 
-// The one-token kernels take rows in groups (AVX-512 Q4_K two at a time, with the odd last blocks of the two
-// together; MXFP4 and Q4_0 four at a time): a row's result must not depend on which rows share its group, or a
-// different split of the rows (threads) would change the logits. The same rows as a view starting 1 or 3 rows on
-// shift every grouping.
+// The one-token kernels read a thread's rows as two streams, a row of each half in turn, and take rows in groups
+// (AVX-512 Q4_K two at a time, one of each stream, with the odd last blocks of the two together; MXFP4 and Q4_0
+// four at a time): a row's result must not depend on which rows share its group, or a different split of the rows
+// (threads) would change the logits. The same rows as a view starting 1 or 3 rows on shift every grouping.
 TEST(MatmulKernels, RowResultsDoNotDependOnTheirNeighbours) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -59,8 +59,8 @@ HWY_INLINE void LookupNibbles(const int8_t (&table)[16], const uint8_t* qs, int8
 }
 
 // One token's products (decode) are bound by memory: each kernel, at each block, asks for the bytes kPrefetchAhead
-// further on (the rows a thread takes are contiguous, so that is what it reads next), keeping more reads in flight
-// than the hardware prefetcher alone does. bench_matvec Matvec/Q4_K and Q6_K at 768x2048 and 2048x4096, 2 threads,
+// further on (each stream of TwoStreamRows reads its rows in order, so that is what it reads next), keeping more
+// reads in flight than the hardware prefetcher alone does. bench_matvec Matvec/Q4_K and Q6_K at 768x2048 and 2048x4096, 2 threads,
 // alternating runs: 8.7-12.8 GB/s without, 11.8-16.0 GB/s at 2048 bytes ahead (4096 was no better there). On a Zen 4
 // host, whose core reads ~25 GB/s, 4096 keeps enough in flight: medians of 3 alternating runs, 2048 -> 4096 ahead,
 // 1 / 2 threads, Q4_K/2048x4096 15.7 / 26.4 -> 16.6 / 29.9, Q6_K/2048x4096 15.1 / 26.0 -> 16.7 / 29.4, the
@@ -75,13 +75,66 @@ HWY_INLINE void PrefetchAhead(const uint8_t* block) {
   for (size_t off = 0; off < kBytes; off += 64) hwy::Prefetch(reinterpret_cast<const uint8_t*>(ahead + off));
 }
 
+// One token's rows r0 .. r1 - 1 (a thread's share of a decode product) read as two streams: the first half of
+// the rows and the second, side by side. group(std::integral_constant<size_t, N>{}, rows) takes the N rows
+// rows[0 .. N-1] (ascending in each stream), every row once:
+//   R = 1: row r0 + i of the first half, then r0 + h + i of the second (h = half the rows), alternately;
+//   R >= 2: R / 2 consecutive rows of each half (rows[0 .. R/2-1] from the first, rows[R/2 ..] from the second),
+//           then the halves' last rows that make no such group as pairs (N = 2), one row of each half.
+// Last, an odd row count's last row alone (N = 1). A row's result never depends on the rows beside it, so the
+// order changes only how the bytes are read. Two streams keep more reads in flight than one: on a 2-vCPU Xeon
+// (Emerald Rapids), a 1 GiB read at 2 threads went from ~25-28 GB/s in one stream per thread to ~28-32 in two
+// (medians of 9 alternating runs, a cache line from each stream in turn; four to eight streams: ~31-38, but the
+// kernels did not gain from four). bench_matvec Matvec, GB/s at 1 / 2 threads, one stream -> two, medians of 6-8
+// runs interleaved in one process: Q4_K 2048x768 8.0 / 13.8 -> 9.0 / 16.5, 768x2048 10.3 / 17.0 -> 12.9 / 20.0,
+// 2048x4096 10.8 / 21.6 -> 13.2 / 22.8; at 2 threads Q6_K 2048x768 20.3 -> 23.3, Q8_0 2048x768 19.6 -> 23.3,
+// MXFP4 2048x768 15.5 -> 17.7 and 2048x4096 14.5 -> 19.8 (F32 2048x4096 23.5 -> 22.4, within the noise). The
+// Qwen3-30B-A3B-shaped decode at -t 2: faster in 7 of 10 alternating runs, medians 10.56 -> 10.75 tok/s.
+template <size_t R, class Group>
+HWY_INLINE void TwoStreamRows(int64_t r0, int64_t r1, const Group& group) {
+  const int64_t h = (r1 - r0) / 2;
+  if constexpr (R == 1) {
+    for (int64_t i = 0; i < h; ++i) {
+      const int64_t a[1] = {r0 + i}, b[1] = {r0 + h + i};
+      group(std::integral_constant<size_t, 1>{}, a);
+      group(std::integral_constant<size_t, 1>{}, b);
+    }
+  } else {
+    static_assert(R % 2 == 0);
+    constexpr int64_t kHalf = static_cast<int64_t>(R / 2);
+    int64_t i = 0;
+    for (; i + kHalf <= h; i += kHalf) {
+      int64_t rows[R];
+      for (int64_t j = 0; j < kHalf; ++j) rows[j] = r0 + i + j, rows[kHalf + j] = r0 + h + i + j;
+      group(std::integral_constant<size_t, R>{}, rows);
+    }
+    if constexpr (R > 2) {
+      for (; i < h; ++i) {
+        const int64_t rows[2] = {r0 + i, r0 + h + i};
+        group(std::integral_constant<size_t, 2>{}, rows);
+      }
+    }
+  }
+  if ((r1 - r0) % 2 != 0) {
+    const int64_t last[1] = {r1 - 1};
+    group(std::integral_constant<size_t, 1>{}, last);
+  }
+}
+
 // Rows r0 .. r1 - 1 of w, tokens four at a time: tile(std::integral_constant<size_t, NT>{}, row, r, t) computes
 // tokens t .. t + NT - 1 of row r (NT = 4, then the 1-3 left over), so each row's blocks are decoded once per
-// four tokens; four tokens' accumulators and the operands fit AVX2's 16 vector registers. The kernels' common
-// driver (float and integer, portable and AVX2).
+// four tokens; four tokens' accumulators and the operands fit AVX2's 16 vector registers. One token (decode)
+// takes the rows in two streams (TwoStreamRows). The kernels' common driver (float and integer, portable and
+// AVX2).
 template <class Tile>
 HWY_INLINE void RowsByTokenTiles(const uint8_t* w, size_t row_bytes, int64_t n_tok, int64_t r0, int64_t r1,
                                  const Tile& tile) {
+  if (n_tok == 1) {
+    TwoStreamRows<1>(r0, r1, [&](auto, const int64_t(&rows)[1]) HWY_ATTR {
+      tile(std::integral_constant<size_t, 1>{}, w + static_cast<size_t>(rows[0]) * row_bytes, rows[0], 0);
+    });
+    return;
+  }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
     int64_t t = 0;

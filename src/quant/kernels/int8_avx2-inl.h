@@ -149,15 +149,14 @@ HWY_INLINE __m512i Q4KBlockSums512(const uint8_t* HWY_RESTRICT qs, const int8_t*
   return _mm512_add_epi32(sumi[0], sumi[1]);
 }
 
-// R (1 or 2) rows from row0, row_bytes apart; y[r]: row r's result. With two rows, their odd last blocks (a row
+// R (1 or 2) rows (rows[r]: row r's bytes; y[r]: its result, anywhere). With two rows, their odd last blocks (a row
 // of 768 columns has three: a down projection's shape) are taken together as a pair is, which is most of the
 // odd block's cost saved; each row's lanes see the same operations as alone (the other row's lanes of the min
 // term zeroed, as a lone block's are), so a row's result does not depend on its neighbour. Matvec/Q4_K/2048x768,
 // 6 alternating runs, medians, GB/s at 1 / 2 threads: one row at a time 8.5 / 13.8 -> two 9.3 / 17.2 (faster in
 // 6 of 6 at both); Qwen3-30B-A3B-shaped decode at -t 2, 6 alternating runs: 9.3 -> 9.65 tok/s (faster in 5).
 template <size_t R>
-HWY_INLINE void Q4KRows512(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x,
-                           float* HWY_RESTRICT y) {
+HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, float* const (&y)[R]) {
   static_assert(R == 1 || R == 2);
   constexpr size_t kB = sizeof(BlockQ4_K);
   const int64_t nb = x.cols / kQK_K;
@@ -193,7 +192,7 @@ HWY_INLINE void Q4KRows512(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, c
   for (; b + 2 <= nb; b += 2) {
     const __m128 dx = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(xd + b)));  // dx_A, dx_B
     for (size_t r = 0; r < R; ++r) {
-      const uint8_t* ba = row0 + r * row_bytes + static_cast<size_t>(b) * kB;
+      const uint8_t* ba = rows[r] + static_cast<size_t>(b) * kB;
       const uint8_t* bb = ba + kB;
       PrefetchAhead<2 * kB>(ba);
       const __m512i sm = _mm512_cvtepu8_epi16(
@@ -209,8 +208,8 @@ HWY_INLINE void Q4KRows512(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, c
     }
   }
   if (b < nb) {  // the odd last block: of each row, A (and B: the second row's)
-    const uint8_t* ba = row0 + static_cast<size_t>(b) * kB;
-    const uint8_t* bb = ba + (R - 1) * row_bytes;
+    const uint8_t* ba = rows[0] + static_cast<size_t>(b) * kB;
+    const uint8_t* bb = rows[R - 1] + static_cast<size_t>(b) * kB;
     const __m512i sm = _mm512_cvtepu8_epi16(
         Q4KScalesMins2(ba + offsetof(BlockQ4_K, scales), bb + offsetof(BlockQ4_K, scales)));
     // the block's activation sums of 16 in both halves, for A's mins and B's
@@ -229,15 +228,20 @@ HWY_INLINE void Q4KRows512(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, c
                                 acc[1]);
     }
   }
-  for (size_t r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+  for (size_t r = 0; r < R; ++r) *y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-// One token (decode) of rows r0 .. r1 - 1 by Q4KRows512, two at a time.
+// One token (decode) of rows r0 .. r1 - 1 by Q4KRows512, two at a time, one from each of two streams
+// (TwoStreamRows): the two rows' blocks are read in turn, 288 bytes of each.
 HWY_INLINE void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
                                int64_t r1) {
-  int64_t r = r0;
-  for (; r + 2 <= r1; r += 2) Q4KRows512<2>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, y + r);
-  if (r < r1) Q4KRows512<1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, y + r);
+  TwoStreamRows<2>(r0, r1, [&](auto n, const auto& rows) HWY_ATTR {
+    constexpr size_t N = decltype(n)::value;
+    const uint8_t* rw[N];
+    float* ry[N];
+    for (size_t j = 0; j < N; ++j) rw[j] = w + static_cast<size_t>(rows[j]) * row_bytes, ry[j] = y + rows[j];
+    Q4KRows512<N>(rw, x, ry);
+  });
 }
 #endif
 
@@ -893,18 +897,22 @@ inline constexpr bool kE8M0Offset = [] {
 // 1 / 2 threads: MatvecHot/MXFP4/768x2048 11.8 / 21.2 -> 13.5 / 24.9; Matvec/MXFP4/2048x768 9.4 / 18.1 -> 12.1 /
 // 20.6; Matvec/MXFP4/2048x4096 10.7 / 17.8 -> 12.6 / 21.7; Matvec/Q4_0/768x2048 10.3 / 15.7 -> 11.7 / 19.3. Q8_0
 // keeps Block32Tile: it is bound by memory either way, and its reads went 8% slower in this order (six runs).
-// y[r]: row r's result.
+// rows[r]: row r's bytes, in runs of R / 2 consecutive rows (one from each stream of TwoStreamRows; R = 1: the
+// row), each run prefetching its own stream's next rows; y[r]: row r's result.
 template <class W, size_t R>
-HWY_INLINE void Block32Rows(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, const Q8Rows& x,
-                            float* HWY_RESTRICT y) {
+HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, const Q8Rows& x,
+                            float* const (&y)[R]) {
+  constexpr size_t kRun = R == 1 ? 1 : R / 2;
   const int64_t nb = x.cols / 32;
-  const size_t ahead = RowsAhead(R * row_bytes);
+  const size_t ahead = RowsAhead(kRun * row_bytes);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i tbl = W::Table();
   __m256 acc[R];
   for (size_t r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    if (b % 2 == 0) PrefetchNextRows(row0, ahead, 2 * R * W::kBytes, b / 2);
+    if (b % 2 == 0) {
+      for (size_t r = 0; r < R; r += kRun) PrefetchNextRows(rows[r], ahead, 2 * kRun * W::kBytes, b / 2);
+    }
     const __m256i xq = LoadU(x.q + b * 32);
     const float dx = x.d[b];
     __m256i xc;
@@ -918,7 +926,7 @@ HWY_INLINE void Block32Rows(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, 
     }
     const __m256 dxv = _mm256_set1_ps(dx);
     for (size_t r = 0; r < R; ++r) {
-      const uint8_t* blk = row0 + r * row_bytes + static_cast<size_t>(b) * W::kBytes;
+      const uint8_t* blk = rows[r] + static_cast<size_t>(b) * W::kBytes;
       __m256i w;
       __m256 ddx;  // the weight block's scale times the activation block's
       // With VNNI (and so VBMI), MXFP4: the scale broadcast from its table by the load itself and multiplied in a vector (the product is
@@ -947,15 +955,20 @@ HWY_INLINE void Block32Rows(const uint8_t* HWY_RESTRICT row0, size_t row_bytes, 
       acc[r] = _mm256_fmadd_ps(ddx, _mm256_cvtepi32_ps(sumi), acc[r]);
     }
   }
-  for (size_t r = 0; r < R; ++r) y[r] = Hsum(acc[r]);
+  for (size_t r = 0; r < R; ++r) *y[r] = Hsum(acc[r]);
 }
 
-// Rows r0 .. r1 - 1 of one token by Block32Rows, four at a time.
+// Rows r0 .. r1 - 1 of one token by Block32Rows, four at a time: two consecutive rows of each of two streams
+// (TwoStreamRows).
 template <class W>
 void Block32OneToken(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) Block32Rows<W, 4>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, y + r);
-  for (; r < r1; ++r) Block32Rows<W, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, y + r);
+  TwoStreamRows<4>(r0, r1, [&](auto n, const auto& rows) HWY_ATTR {
+    constexpr size_t N = decltype(n)::value;
+    const uint8_t* rw[N];
+    float* ry[N];
+    for (size_t j = 0; j < N; ++j) rw[j] = w + static_cast<size_t>(rows[j]) * row_bytes, ry[j] = y + rows[j];
+    Block32Rows<W, N>(rw, row_bytes, x, ry);
+  });
 }
 
 // One 32-block of R rows (their pairs' interleaved offset codes w[p] (StorePair<false>) and scales dw[p]) times one
