@@ -16,12 +16,15 @@
 #include <memory>
 #include <vector>
 
+#include <unistd.h>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 #include "quant/fp16.h"
 #include "quant/ggml_type.h"
+#include "quant/kernels/matmul_kernels.h"
 #include "quant/kernels/vec_kernels.h"
 #include "quant/matmul.h"
 #include "util/thread_pool.h"
@@ -80,6 +83,12 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t rows, int64_t cols) {
   return m;
 }
 
+// Bytes of weights that do not fit in the caches: four times the L3 the C library reports, at least 128 MiB.
+size_t cold_bytes() {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return std::max<size_t>(size_t{128} << 20, l3 > 0 ? 4 * static_cast<size_t>(l3) : 0);
+}
+
 moetier::util::ThreadPool& pool(int threads) {
   static std::map<int, std::unique_ptr<moetier::util::ThreadPool>> pools;
   auto& p = pools[threads];
@@ -87,15 +96,16 @@ moetier::util::ThreadPool& pool(int threads) {
   return *p;
 }
 
-// Each iteration multiplies the next of several copies of the matrix, together at least 128 MiB (4x this
-// machine's 32 MiB L3), so the weights come from DRAM as a model's experts do, not from cache.
+// Each iteration multiplies the next of several copies of the matrix, together at least four times the last-level
+// cache (and 128 MiB), so the weights come from DRAM as a model's experts do, not from cache (a 2-vCPU Xeon slice
+// may see a 300 MiB L3).
 // hot: one copy, multiplied again and again, so it stays in cache: the kernel's compute ceiling, which must be
 // well above the read bandwidth for a DRAM-bound product to reach it.
 void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool reference,
                quant::ActivationRounding rounding, bool hot) {
   const int threads = static_cast<int>(state.range(0));
   const std::vector<uint8_t> w = random_weights(t, rows, cols);
-  const size_t copies = hot ? 1 : std::max<size_t>(1, ((size_t{128} << 20) + w.size() - 1) / w.size());
+  const size_t copies = hot ? 1 : std::max<size_t>(1, (cold_bytes() + w.size() - 1) / w.size());
   std::vector<uint8_t> all(w.size() * copies);  // [copies][rows, cols] of type t
   for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * w.size(), w.data(), w.size());
   std::vector<float> x(static_cast<size_t>(cols), 0.5f);  // [1, cols]
@@ -120,15 +130,16 @@ void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
                                                  benchmark::Counter::OneK::kIs1000);
 }
 
-// The kernels' software prefetch distance (quant/kernels/block_bytes-inl.h).
-constexpr size_t kPrefetchAhead = 2048;
-
 // Sum of a 1 GiB buffer (integer adds, which the compiler vectorises), split across the pool's threads like
-// matmul's rows: the attainable read bandwidth the products are compared with.
-
+// matmul's rows, each thread's share read as `streams` streams (its parts side by side, a cache line of each in
+// turn), asking for each line kernels::kPrefetchAhead bytes on as the kernels do: the attainable read bandwidth the
+// products are compared with. streams = 2 is the one-token kernels' pattern (block_bytes-inl.h, TwoStreamRows);
+// 1 a plain sequential read; 8 the most found on the benchmark machines (bench/README.md).
 void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
+  const auto streams = static_cast<size_t>(state.range(1));
   constexpr size_t kWords = (size_t{1} << 30) / 8;
+  constexpr size_t kLine = 8, kAhead = moetier::quant::kernels::kPrefetchAhead / 8;  // in words
   static std::vector<uint64_t> buf(kWords, 1);  // [kWords]: 1 GiB, touched once so pages are resident
   auto& p = pool(threads);
   std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8);  // one cache line per thread
@@ -136,15 +147,16 @@ void BM_ReadBandwidth(benchmark::State& state) {
     p.run([&](int i) {
       const size_t b = kWords * static_cast<size_t>(i) / static_cast<size_t>(threads);
       const size_t e = kWords * static_cast<size_t>(i + 1) / static_cast<size_t>(threads);
-      // A cache line at a time, asking for the line kPrefetchAhead bytes on as the kernels do: the bound is
-      // measured with the read pattern the kernels use.
+      const size_t part = (e - b) / streams / kLine * kLine;  // whole lines per stream; the rest read after
       uint64_t s = 0;
-      size_t k = b;
-      for (; k + 8 <= e; k += 8) {
-        __builtin_prefetch(buf.data() + k + kPrefetchAhead / 8);
-        for (size_t j = 0; j < 8; ++j) s += buf[k + j];
+      for (size_t k = 0; k < part; k += kLine) {
+        for (size_t j = 0; j < streams; ++j) {
+          const uint64_t* line = buf.data() + b + j * part + k;
+          __builtin_prefetch(line + kAhead);
+          for (size_t w = 0; w < kLine; ++w) s += line[w];
+        }
       }
-      for (; k < e; ++k) s += buf[k];
+      for (size_t k = b + streams * part; k < e; ++k) s += buf[k];
       sums[static_cast<size_t>(i) * 8] = s;
     });
     benchmark::DoNotOptimize(sums.data());
@@ -279,12 +291,15 @@ int register_all() {
   if (__builtin_cpu_supports("avx512vnni"))
     benchmark::RegisterBenchmark("Int8MacPeak/vnni512", BM_Int8MacPeakVnni512)->Arg(1)->Arg(2)->UseRealTime();
 #endif
-  auto* rb = benchmark::RegisterBenchmark("ReadBandwidth/1GiB", BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime();
-  // MOETIER_BENCH_THREADS=N adds N threads to the read bandwidth (bench/speed_bench.sh measures at its -t).
+  // ReadBandwidth/1GiB/<threads>/<streams per thread>; MOETIER_BENCH_THREADS=N adds N threads (bench/speed_bench.sh
+  // measures at its -t).
+  std::vector<int64_t> rb_threads = {1, 2};
   if (const char* env = std::getenv("MOETIER_BENCH_THREADS"); env != nullptr) {
     const long n = std::strtol(env, nullptr, 10);
-    if (n > 2 && n <= 1024) rb->Arg(n);
+    if (n > 2 && n <= 1024) rb_threads.push_back(n);
   }
+  auto* rb = benchmark::RegisterBenchmark("ReadBandwidth/1GiB", BM_ReadBandwidth)->UseRealTime();
+  for (int64_t t : rb_threads) rb->Args({t, 1})->Args({t, 2})->Args({t, 8});
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0,
                             GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,   GgmlType::Q8_0,
                             GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,   GgmlType::Q5_K,

@@ -15,6 +15,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "quant/fp16.h"
+#include "quant/kernels/matmul_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace moetier::quant::kernels {
@@ -68,7 +69,6 @@ HWY_INLINE void LookupNibbles(const int8_t (&table)[16], const uint8_t* qs, int8
 // -> 14.7 tok/s) and 4 of 4 for gpt-oss-20b. A prefetch never faults, so asking past the end of the matrix is
 // harmless; the address is formed as an integer, since a pointer past the end of the weights would not be a valid
 // one.
-inline constexpr size_t kPrefetchAhead = 4096;
 template <size_t kBytes>  // the block's size: one prefetch per 64-byte cache line of it
 HWY_INLINE void PrefetchAhead(const uint8_t* block) {
   const uintptr_t ahead = reinterpret_cast<uintptr_t>(block) + kPrefetchAhead;

@@ -17,6 +17,10 @@
 
 namespace moetier::quant::kernels {
 
+// How far ahead, in bytes of each stream it reads, a one-token (decode) kernel asks for weights with a software
+// prefetch (block_bytes-inl.h, PrefetchAhead, says why 4096). bench_matvec's ReadBandwidth reads the same way.
+inline constexpr size_t kPrefetchAhead = 4096;
+
 // True if matmul_rows supports weights of type t (every type with a reference dequantizer that matmul sees).
 bool has_kernel(GgmlType t);
 
