@@ -82,17 +82,22 @@ void MoeFfn::on_experts(std::span<const int32_t> experts, std::span<const moe::E
   assert(experts.size() == weights.size() && !experts.empty());
   const int64_t K = router_.n_used, D = n_embd_, F = n_ff_;
   const size_t n = experts.size();
-  // Gate and up of every expert of the delivery, each on its own tokens' rows.
+  // Gate and up of every expert of the delivery, each on its own tokens' rows. An expert that every token chose
+  // (at decode, each of them) reads x itself, so matmul_groups quantizes it once for all of them.
   for (size_t i = 0; i < n; ++i) {
     const auto e = static_cast<size_t>(experts[i]);
     const int64_t p0 = start_[e], nt = count_[e];
-    for (int64_t p = p0; p < p0 + nt; ++p) {
-      const int64_t t = slots_[static_cast<size_t>(p)] / K;
-      std::memcpy(xg_.data() + p * D, x_ + t * D, sizeof(float) * static_cast<size_t>(D));
+    const float* xe = x_;
+    if (nt < n_tok_) {
+      for (int64_t p = p0; p < p0 + nt; ++p) {
+        const int64_t t = slots_[static_cast<size_t>(p)] / K;
+        std::memcpy(xg_.data() + p * D, x_ + t * D, sizeof(float) * static_cast<size_t>(D));
+      }
+      xe = xg_.data() + p0 * D;
     }
     products_[2 * i] = {weights[i].gate, gate_.data() + p0 * F};
     products_[2 * i + 1] = {weights[i].up, up_.data() + p0 * F};
-    groups_[i] = {std::span<const quant::Product>(products_.data() + 2 * i, 2), xg_.data() + p0 * D, nt, n_tok_ > 1};
+    groups_[i] = {std::span<const quant::Product>(products_.data() + 2 * i, 2), xe, nt, n_tok_ > 1};
   }
   quant::matmul_groups(std::span<const quant::ProductGroup>(groups_.data(), n), *mm_);
   for (size_t i = 0; i < n; ++i) {

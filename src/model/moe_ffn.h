@@ -55,7 +55,7 @@ class MoeFfn final : private moe::ExpertConsumer {
   std::vector<int32_t> slots_;   // [max_tok * n_used]: position -> token * n_used + slot
   std::vector<int32_t> pos_;     // [max_tok * n_used]: token * n_used + slot -> position
   std::vector<int32_t> chosen_;  // [n_expert]: distinct experts of this batch
-  std::vector<float> xg_;        // [max_tok * n_used, n_embd]: the input row of each position
+  std::vector<float> xg_;        // [max_tok * n_used, n_embd]: input row per position (experts not all tokens chose)
   std::vector<float> gate_;      // [max_tok * n_used, n_ff]: gate projection per position, then the GLU output
   std::vector<float> up_;        // [max_tok * n_used, n_ff]
   std::vector<float> per_slot_;  // [max_tok * n_used, n_embd]: weighted expert output per position

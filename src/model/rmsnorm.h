@@ -1,6 +1,7 @@
 // RMSNorm (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization"):
 //   y = x / sqrt(mean(x^2) + eps) * w
-// The mean of squares is accumulated in double, as ggml does, so long rows lose nothing to summation order.
+// The mean of squares is accumulated in double (eight partial sums), as ggml does in one, so long rows lose
+// nothing to summation order.
 #pragma once
 
 #include <cstdint>

@@ -310,6 +310,18 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     const ProductGroup& g = groups[i];
     const int64_t cols = g.products.front().w.cols;
     assert(cols <= scratch.max_cols_);
+    // A group with the same activations as an earlier one, for weights of the same type (so the same tiles or pair
+    // sums), reads that one's rows: at decode a MoE layer's experts all take the token's x, quantized once
+    // instead of once per expert.
+    const auto same = [&](const ProductGroup& h) {
+      return h.x == g.x && h.n_tok == g.n_tok && h.batched == g.batched && h.products.front().w.cols == cols &&
+             h.products.front().w.type == g.products.front().w.type;
+    };
+    if (const auto it = std::find_if(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(i), same);
+        it != groups.begin() + static_cast<std::ptrdiff_t>(i)) {
+      xq[i] = xq[static_cast<size_t>(it - groups.begin())];
+      continue;
+    }
     xq[i] = kernels::Q8Rows{group_format(g, scratch.rounding_), cols, q, d, sums};
     for (int64_t tok = 0; tok < g.n_tok; ++tok) kernels::quantize_q8_row(g.x, tok, xq[i]);
     q += g.n_tok * cols;

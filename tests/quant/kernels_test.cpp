@@ -435,6 +435,50 @@ TEST(MatmulKernels, GroupsMatchSeparateCalls) {
   }
 }
 
+// Groups that share their activations (the same x: a MoE layer's experts at decode) are quantized once, and each
+// still gives bit-identical results to its own call: groups of the same type and x, one of another type between
+// them (its own quantization), MXFP4 groups (the pair sums) and Q4_K groups of 3 tokens (the token tiles), with 1
+// and 2 threads.
+TEST(MatmulKernels, GroupsSharingActivationsMatchSeparateCalls) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t cols = 512;
+  for (int64_t n_tok : {1, 3}) {
+    std::vector<float> x1(static_cast<size_t>(n_tok * cols)), x2(x1.size());  // [n_tok, cols] each
+    for (auto& v : x1) v = normal(rng);
+    for (auto& v : x2) v = normal(rng);
+    const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q4_K,
+                              GgmlType::MXFP4, GgmlType::MXFP4};
+    const float* xs[] = {x1.data(), x1.data(), x2.data(), x1.data(), x1.data(), x1.data()};
+    const int64_t rows[] = {40, 36, 44, 52, 64, 33};
+    constexpr size_t kGroups = 6;
+    std::vector<std::vector<uint8_t>> wb;
+    for (size_t g = 0; g < kGroups; ++g) wb.push_back(random_matrix(types[g], rows[g], cols, rng));
+    for (int threads : {1, 2}) {
+      util::ThreadPool pool(threads);
+      MatmulScratch mm(cols, n_tok, ActivationRounding::match_ggml, n_tok * static_cast<int64_t>(kGroups));
+      mm.set_pool(&pool);
+      std::vector<std::vector<float>> want, got;
+      std::vector<Product> ps;
+      std::vector<ProductGroup> gs;
+      for (size_t g = 0; g < kGroups; ++g) {
+        const WeightView w{types[g], wb[g].data(), rows[g], cols, row_bytes(types[g], cols)};
+        want.emplace_back(static_cast<size_t>(n_tok * rows[g]));
+        got.emplace_back(want.back().size(), NAN);
+        matmul(w, xs[g], want[g].data(), n_tok, mm);
+        ps.push_back(Product{w, nullptr});
+      }
+      for (size_t g = 0; g < kGroups; ++g) ps[g].y = got[g].data();
+      for (size_t g = 0; g < kGroups; ++g) gs.push_back(ProductGroup{{&ps[g], 1}, xs[g], n_tok, n_tok > 1});
+      matmul_groups(gs, mm);
+      for (size_t g = 0; g < kGroups; ++g) {
+        EXPECT_EQ(0, std::memcmp(want[g].data(), got[g].data(), sizeof(float) * want[g].size()))
+            << "group " << g << " (" << type_name(types[g]) << "), n_tok " << n_tok << ", threads " << threads;
+      }
+    }
+  }
+}
+
 // With two or more tokens, a token's result does not depend on the other tokens of the product (how many, or
 // where it sits among them): the rows of a 2-token product are bit-identical to the same tokens' rows within 131
 // (on AVX2: 17 tiles of 8 tokens, the last padded, in two passes of 16 tiles), and so are the rows of a lone token
