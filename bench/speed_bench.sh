@@ -22,8 +22,9 @@
 # ReadBandwidth measures it with 1, 2 and 8 streams per thread (one sequential read; the one-token kernels' two;
 # the most found): once before each decode-measuring run (those of the first PREFILL length) and once after the
 # last, so the medians span the same minutes as the runs on a host whose bandwidth drifts. The bound is the
-# 1-stream read (a plain sequential read, as the issue's goal was set); the table also gives decode as a % of the
-# 2- and 8-stream reads.
+# 1-stream read (a plain sequential read, as the issue's goal was set). Decode's % of it pairs each run with the
+# read of its own minutes (the mean of the samples just before and after it: other tenants come and go within
+# minutes) and takes the median over the runs; the table gives the same for the 2- and 8-stream reads.
 #
 # Prints one markdown table: model, threads, MiB read per token, read GB/s (1 / 2 / 8 streams), bound tok/s,
 # decode tok/s, % of the bound (and of the 2- and 8-stream reads), and prefill tok/s per prompt length.
@@ -87,6 +88,17 @@ read_bandwidth() {
 }
 # the median bandwidth of STREAMS in the samples file FILE ("-" when there is none)
 bandwidth_of() { awk -v s="$1" '$1 == s {print $2}' "$2" | median; }
+# per decode-measuring run (prompt length PROMPT, runs 1..$runs), its decode bytes/s (BYTES per token) over the
+# mean of the STREAMS-stream samples of FILE taken just before and just after it; one per line
+paired() {
+  local streams=$1 samples=$2 bytes=$3 prefix=$4 r d
+  for r in $(seq 1 "$runs"); do
+    d=$(rates decode "$prefix.$r.csv")
+    [ -n "$d" ] || continue
+    awk -v s="$streams" -v r="$r" -v d="$d" -v b="$bytes" '$1 == s {n++; if (n == r || n == r + 1) {sum += $2; k++}}
+      END {if (k == 2 && sum > 0) print d * b / (sum / 2)}' "$samples"
+  done
+}
 
 rows=()
 for m in "${models[@]}"; do
@@ -110,23 +122,27 @@ for m in "${models[@]}"; do
   done
   bw=$(bandwidth_of 1 "$samples"); bw2=$(bandwidth_of 2 "$samples"); bw8=$(bandwidth_of 8 "$samples")
   decode=$(rates decode "$out/$name.p${lengths[0]}".*.csv | median)
+  first=$out/$name.p${lengths[0]}
+  f1=$(paired 1 "$samples" "$bytes" "$first" | median); f2=$(paired 2 "$samples" "$bytes" "$first" | median)
+  f8=$(paired 8 "$samples" "$bytes" "$first" | median)
   prefills=""
   for n in "${lengths[@]}"; do prefills+=" | $(rates prefill "$out/$name.p$n".*.csv | median | awk '{v = $1; if (v == "-") print v; else printf "%.1f", v}')"; done
   rows+=("$(awk -v name="$name" -v t="$threads" -v b="$bytes" -v bw="$bw" -v bw2="$bw2" -v bw8="$bw8" -v d="$decode" \
-    -v pf="$prefills" '
+    -v f1="$f1" -v f2="$f2" -v f8="$f8" -v pf="$prefills" '
     function gbs(x) { return x == "-" ? "-" : sprintf("%.2f", x / 1e9) }
-    function pct(x) { return (x == "-" || d == "-" || b <= 0) ? "-" : sprintf("%.0f%%", 100 * d * b / x) }
+    function pct(x) { return x == "-" ? "-" : sprintf("%.0f%%", 100 * x) }
     BEGIN {
       bnd = (bw != "-" && b > 0) ? sprintf("%.2f", bw / b) : "-"
       dec = d != "-" ? sprintf("%.2f", d) : "-"
       printf "| %s | %d | %.1f | %s / %s / %s | %s | %s | %s (%s / %s)%s |", name, t, b / 1048576, gbs(bw), gbs(bw2),
-             gbs(bw8), bnd, dec, pct(bw), pct(bw2), pct(bw8), pf }')")
+             gbs(bw8), bnd, dec, pct(f1), pct(f2), pct(f8), pf }')")
 done
 
 echo "experts resident (mapped, page cache warm), -t $threads; decode: median of $runs runs of $tokens tokens after a" \
      "${lengths[0]}-token prompt; prefill: median of $runs runs per prompt length; read bandwidth: bench_matvec" \
      "ReadBandwidth at $threads threads with 1 / 2 / 8 streams per thread, median of $((runs + 1)) samples taken" \
-     "between the decode runs; bound: the 1-stream read over the bytes per token"
+     "between the decode runs; bound: the 1-stream read over the bytes per token; % of bound: the median over the" \
+     "decode runs of each run's bytes/s against the mean read of the samples just before and after it"
 echo
 header="| model | threads | MiB read / token | read GB/s (1 / 2 / 8 streams) | bound tok/s | decode tok/s | % of bound (of 2 / 8 streams)"
 sep="| --- | --- | --- | --- | --- | --- | ---"
