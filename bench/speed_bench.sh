@@ -144,7 +144,8 @@ echo "experts resident (mapped, page cache warm), -t $threads; decode: median of
      "between the decode runs; bound: the 1-stream read over the bytes per token; % of bound: the median over the" \
      "decode runs of each run's bytes/s against the mean read of the samples just before and after it"
 echo
-header="| model | threads | MiB read / token | read GB/s (1 / 2 / 8 streams) | bound tok/s | decode tok/s | % of bound (of 2 / 8 streams)"
+header="| model | threads | MiB read / token | read GB/s (1 / 2 / 8 streams) | bound tok/s | decode tok/s"
+header+=" | % of bound (of 2 / 8 streams)"
 sep="| --- | --- | --- | --- | --- | --- | ---"
 for n in "${lengths[@]}"; do header+=" | prefill tok/s ($n)"; sep+=" | ---"; done
 echo "$header |"

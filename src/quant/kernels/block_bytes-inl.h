@@ -61,14 +61,14 @@ HWY_INLINE void LookupNibbles(const int8_t (&table)[16], const uint8_t* qs, int8
 
 // One token's products (decode) are bound by memory: each kernel, at each block, asks for the bytes kPrefetchAhead
 // further on (each stream of TwoStreamRows reads its rows in order, so that is what it reads next), keeping more
-// reads in flight than the hardware prefetcher alone does. bench_matvec Matvec/Q4_K and Q6_K at 768x2048 and 2048x4096, 2 threads,
-// alternating runs: 8.7-12.8 GB/s without, 11.8-16.0 GB/s at 2048 bytes ahead (4096 was no better there). On a Zen 4
-// host, whose core reads ~25 GB/s, 4096 keeps enough in flight: medians of 3 alternating runs, 2048 -> 4096 ahead,
-// 1 / 2 threads, Q4_K/2048x4096 15.7 / 26.4 -> 16.6 / 29.9, Q6_K/2048x4096 15.1 / 26.0 -> 16.7 / 29.4, the
-// 2048x768 shapes within noise; decode at -t 2 faster in 8 of 10 alternating pairs for Qwen3-30B-A3B (mean 14.3
-// -> 14.7 tok/s) and 4 of 4 for gpt-oss-20b. A prefetch never faults, so asking past the end of the matrix is
-// harmless; the address is formed as an integer, since a pointer past the end of the weights would not be a valid
-// one.
+// reads in flight than the hardware prefetcher alone does. bench_matvec Matvec/Q4_K and Q6_K at 768x2048 and
+// 2048x4096, 2 threads, alternating runs: 8.7-12.8 GB/s without, 11.8-16.0 GB/s at 2048 bytes ahead (4096 was no
+// better there). On a Zen 4 host, whose core reads ~25 GB/s, 4096 keeps enough in flight: medians of 3
+// alternating runs, 2048 -> 4096 ahead, 1 / 2 threads, Q4_K/2048x4096 15.7 / 26.4 -> 16.6 / 29.9, Q6_K/2048x4096
+// 15.1 / 26.0 -> 16.7 / 29.4, the 2048x768 shapes within noise; decode at -t 2 faster in 8 of 10 alternating pairs
+// for Qwen3-30B-A3B (mean 14.3 -> 14.7 tok/s) and 4 of 4 for gpt-oss-20b. A prefetch never faults, so asking past
+// the end of the matrix is harmless; the address is formed as an integer, since a pointer past the end of the
+// weights would not be a valid one.
 template <size_t kBytes>  // the block's size: one prefetch per 64-byte cache line of it
 HWY_INLINE void PrefetchAhead(const uint8_t* block) {
   const uintptr_t ahead = reinterpret_cast<uintptr_t>(block) + kPrefetchAhead;

@@ -236,7 +236,7 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
 // the kernel's constants are set up once per call, not once per pair of rows (that cost 15% of the cache-resident
 // speed: MatvecHot/Q4_K/768x2048 at 1 thread 13.6-15.0 -> 12.0-12.3 GB/s).
 HWY_FLATTEN void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
-                               int64_t r1) {
+                                int64_t r1) {
   TwoStreamRows<2>(r0, r1, [&](auto n, const auto& rows) HWY_ATTR {
     constexpr size_t N = decltype(n)::value;
     const uint8_t* rw[N];
@@ -931,12 +931,13 @@ HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, c
       const uint8_t* blk = rows[r] + static_cast<size_t>(b) * W::kBytes;
       __m256i w;
       __m256 ddx;  // the weight block's scale times the activation block's
-      // With VNNI (and so VBMI), MXFP4: the scale broadcast from its table by the load itself and multiplied in a vector (the product is
-      // the same float), and the codes by vpermb: six operations on the vector ports per block and row where the
-      // scalar multiply, the register broadcast and pshufb's mask made eight. llvm-mca (icelake-server) on four
-      // rows' block: 12.1 -> 10.1 cycles; MatvecHot/MXFP4/768x2048 at 1 thread, 12 alternating runs on a noisy
-      // 2.1 GHz Xeon: faster in 8 (medians of the last 6: 11.2 -> 12.7 GB/s); Matvec/MXFP4/2048x768 at 2 threads
-      // against ReadBandwidth measured beside it, 6 alternating runs: median 85% -> 95%.
+      // With VNNI (and so VBMI), MXFP4: the scale broadcast from its table by the load itself and multiplied in a
+      // vector (the product is the same float), and the codes by vpermb: six operations on the vector ports per
+      // block and row where the scalar multiply, the register broadcast and pshufb's mask made eight. llvm-mca
+      // (icelake-server) on four rows' block: 12.1 -> 10.1 cycles; MatvecHot/MXFP4/768x2048 at 1 thread, 12
+      // alternating runs on a noisy 2.1 GHz Xeon: faster in 8 (medians of the last 6: 11.2 -> 12.7 GB/s);
+      // Matvec/MXFP4/2048x768 at 2 threads against ReadBandwidth measured beside it, 6 alternating runs: median
+      // 85% -> 95%.
       if constexpr (MOETIER_VNNI && kE8M0Offset<W>) {
         ddx = _mm256_mul_ps(_mm256_broadcast_ss(&kE8M0Half[blk[0]]), dxv);
         w = W::W::WeightsVbmi(blk, tbl);
@@ -963,7 +964,8 @@ HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, c
 // Rows r0 .. r1 - 1 of one token by Block32Rows, four at a time: two consecutive rows of each of two streams
 // (TwoStreamRows); flattened as Q4KOneToken512.
 template <class W>
-HWY_FLATTEN void Block32OneToken(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+HWY_FLATTEN void Block32OneToken(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
+                                 int64_t r1) {
   TwoStreamRows<4>(r0, r1, [&](auto n, const auto& rows) HWY_ATTR {
     constexpr size_t N = decltype(n)::value;
     const uint8_t* rw[N];
