@@ -898,7 +898,11 @@ inline constexpr bool kE8M0Offset = [] {
 // bench_matvec GB/s, medians of three alternating runs, Block32Tile<W, 1> -> these, ReadBandwidth 16.0 / 23.4 at
 // 1 / 2 threads: MatvecHot/MXFP4/768x2048 11.8 / 21.2 -> 13.5 / 24.9; Matvec/MXFP4/2048x768 9.4 / 18.1 -> 12.1 /
 // 20.6; Matvec/MXFP4/2048x4096 10.7 / 17.8 -> 12.6 / 21.7; Matvec/Q4_0/768x2048 10.3 / 15.7 -> 11.7 / 19.3. Q8_0
-// keeps Block32Tile: it is bound by memory either way, and its reads went 8% slower in this order (six runs).
+// is bound by memory either way; read in one stream its rows went 8% slower here than by Block32Tile (six runs),
+// but in two streams (Block32OneToken) faster: Block32Tile -> these, GB/s at 1 / 2 threads, medians of 6 runs
+// interleaved in one process, Matvec/Q8_0/2048x4096 11.8 / 20.4 -> 12.9 / 23.1, 2880x2880 12.1 / 22.4 -> 14.1 /
+// 23.4 (2 threads, again: 18.5 -> 20.8), 2048x768 13.0 / 22.8 -> 12.6 / 23.1, 151936x2048 at 2 threads 22.3 ->
+// 22.7.
 // rows[r]: row r's bytes, in runs of R / 2 consecutive rows (one from each stream of TwoStreamRows; R = 1: the
 // row), each run prefetching its own stream's next rows; y[r]: row r's result.
 template <class W, size_t R>
@@ -909,12 +913,16 @@ HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, c
   const size_t ahead = RowsAhead(kRun * row_bytes);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i tbl = W::Table();
-  __m256 acc[R];
-  for (size_t r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    if (b % 2 == 0) {
-      for (size_t r = 0; r < R; r += kRun) PrefetchNextRows(rows[r], ahead, 2 * kRun * W::kBytes, b / 2);
-    }
+  // Q8_0: two accumulators per row, the even blocks' and the odd ones', added at the end, as Block32Tile<W, NT>
+  // sums, so a row's result is the same bits here as in a product of several tokens (a routed expert's lone token
+  // of a prompt takes Block32Tile). The nibble types' lone tokens take the token tiles instead; they keep one
+  // accumulator (Matvec/MXFP4/2048x768 at 2 threads was slower with two in 3 of 3 alternating runs, 19.6-21.3 ->
+  // 15.8-17.5 GB/s).
+  constexpr size_t kChains = std::is_same_v<W, BlockQ8_0Weights> ? 2 : 1;
+  __m256 acc[kChains][R];
+  for (size_t c = 0; c < kChains; ++c)
+    for (size_t r = 0; r < R; ++r) acc[c][r] = _mm256_setzero_ps();
+  const auto block = [&](int64_t b, __m256 (&a)[R]) HWY_ATTR {
     const __m256i xq = LoadU(x.q + b * 32);
     const float dx = x.d[b];
     __m256i xc;
@@ -955,10 +963,26 @@ HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, c
       } else {
         sumi = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w)), ones);
       }
-      acc[r] = _mm256_fmadd_ps(ddx, _mm256_cvtepi32_ps(sumi), acc[r]);
+      a[r] = _mm256_fmadd_ps(ddx, _mm256_cvtepi32_ps(sumi), a[r]);
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    for (size_t r = 0; r < R; r += kRun) PrefetchNextRows(rows[r], ahead, 2 * kRun * W::kBytes, b / 2);
+    block(b, acc[0]);
+    block(b + 1, acc[kChains - 1]);
+  }
+  if (b < nb) {
+    for (size_t r = 0; r < R; r += kRun) PrefetchNextRows(rows[r], ahead, 2 * kRun * W::kBytes, b / 2);
+    block(b, acc[0]);
+  }
+  for (size_t r = 0; r < R; ++r) {
+    if constexpr (kChains == 2) {
+      *y[r] = Hsum(_mm256_add_ps(acc[0][r], acc[1][r]));
+    } else {
+      *y[r] = Hsum(acc[0][r]);
     }
   }
-  for (size_t r = 0; r < R; ++r) *y[r] = Hsum(acc[r]);
 }
 
 // Rows r0 .. r1 - 1 of one token by Block32Rows, four at a time: two consecutive rows of each of two streams
@@ -1141,7 +1165,11 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
       return true;
     case GgmlType::Q6_K: TiledRows<Q6KTokens, Q6K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
     case GgmlType::Q8_0:
-      Rows<Block32<BlockQ8_0Weights>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      if (n_tok == 1) {
+        Block32OneToken<BlockQ8_0Weights>(w, row_bytes, x, y, r0, r1);
+      } else {
+        Rows<Block32<BlockQ8_0Weights>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      }
       return true;
     case GgmlType::Q4_0:
       OffsetRows<Q4_0Tokens>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
