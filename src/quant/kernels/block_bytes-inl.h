@@ -121,6 +121,20 @@ HWY_INLINE void TwoStreamRows(int64_t r0, int64_t r1, const Group& group) {
   }
 }
 
+// TwoStreamRows over the rows of w (row_bytes apart) with their results in y: kernel(rows, ys) for each group of
+// N rows, rows[j] the bytes of a row and ys[j] where its result goes (the multi-row one-token kernels' driver).
+template <size_t R, class Kernel>
+HWY_INLINE void TwoStreamRowPointers(const uint8_t* w, size_t row_bytes, float* y, int64_t r0, int64_t r1,
+                                     const Kernel& kernel) {
+  TwoStreamRows<R>(r0, r1, [&](auto n, const auto& rows) HWY_ATTR {
+    constexpr size_t N = decltype(n)::value;
+    const uint8_t* rw[N];
+    float* ry[N];
+    for (size_t j = 0; j < N; ++j) rw[j] = w + static_cast<size_t>(rows[j]) * row_bytes, ry[j] = y + rows[j];
+    kernel(rw, ry);
+  });
+}
+
 // Rows r0 .. r1 - 1 of w, tokens four at a time: tile(std::integral_constant<size_t, NT>{}, row, r, t) computes
 // tokens t .. t + NT - 1 of row r (NT = 4, then the 1-3 left over), so each row's blocks are decoded once per
 // four tokens; four tokens' accumulators and the operands fit AVX2's 16 vector registers. One token (decode)

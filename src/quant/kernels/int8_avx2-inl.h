@@ -237,12 +237,8 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
 // speed: MatvecHot/Q4_K/768x2048 at 1 thread 13.6-15.0 -> 12.0-12.3 GB/s).
 HWY_FLATTEN void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
                                 int64_t r1) {
-  TwoStreamRows<2>(r0, r1, [&](auto n, const auto& rows) HWY_ATTR {
-    constexpr size_t N = decltype(n)::value;
-    const uint8_t* rw[N];
-    float* ry[N];
-    for (size_t j = 0; j < N; ++j) rw[j] = w + static_cast<size_t>(rows[j]) * row_bytes, ry[j] = y + rows[j];
-    Q4KRows512<N>(rw, x, ry);
+  TwoStreamRowPointers<2>(w, row_bytes, y, r0, r1, [&](const auto& rw, const auto& ry) HWY_ATTR {
+    Q4KRows512(rw, x, ry);
   });
 }
 #endif
@@ -990,12 +986,8 @@ HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, c
 template <class W>
 HWY_FLATTEN void Block32OneToken(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
                                  int64_t r1) {
-  TwoStreamRows<4>(r0, r1, [&](auto n, const auto& rows) HWY_ATTR {
-    constexpr size_t N = decltype(n)::value;
-    const uint8_t* rw[N];
-    float* ry[N];
-    for (size_t j = 0; j < N; ++j) rw[j] = w + static_cast<size_t>(rows[j]) * row_bytes, ry[j] = y + rows[j];
-    Block32Rows<W, N>(rw, row_bytes, x, ry);
+  TwoStreamRowPointers<4>(w, row_bytes, y, r0, r1, [&](const auto& rw, const auto& ry) HWY_ATTR {
+    Block32Rows<W>(rw, row_bytes, x, ry);
   });
 }
 
