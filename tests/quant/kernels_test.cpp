@@ -147,6 +147,7 @@ TEST(MatmulKernels, MatchReferenceOnEveryTarget) {
       }
       if (bs == 1) col_sizes.push_back(7), col_sizes.push_back(2881);  // float rows need not be whole vectors
       if (bs == 256) col_sizes.push_back(768);  // 3 blocks: a pair and one more (the AVX-512 Q4_K row takes pairs)
+      if (bs == 32) col_sizes.push_back(96);  // 3 blocks: the AVX-512 MXFP4 row takes pairs too
       for (int64_t cols : col_sizes) {
         for (int64_t rows : {1, 7, 64}) {
           // On AVX2, several tokens take the token tiles: 3 a paired one, 8 a full one, 12 both, 24 three full

@@ -13,11 +13,11 @@
 // AVX512-VNNI (Highway's AVX3_DL target: Ice Lake and later Xeons, Zen 4): vpdpbusd adds the four u8 x s8 products
 // of each 32-bit lane straight into an int32 lane, where pmaddubsw, an int16 add and a pmaddwd took three
 // operations; the sums are the same integers. The 32-block kernels of offset codes (MXFP4, Q4_0) take it
-// (TileBlock32, Block32Rows). In the K-quant tiles here (8 tokens in the lanes) a lane's int32 sum must be scaled
-// per sub-block, and there vpdpbusd + vpdpwssd measured no faster (Matmul/Q4_K tok8 slower, tok128 faster); on
-// AVX3_DL the Q4_K and Q6_K tiles put 16 weight rows in the lanes instead (int8_vnni512-inl.h), which this file's
-// tiles remain the specification of. The one-token Q4_K and Q6_K rows of the AVX-512 targets (Q4KRows512,
-// Q6KRow512) apply the sub-block scales with vpdpwssd.
+// (TileBlock32, Block32Rows; MXFP4's one-token rows in 512-bit vectors, Mxfp4Rows512). In the K-quant tiles here
+// (8 tokens in the lanes) a lane's int32 sum must be scaled per sub-block, and there vpdpbusd + vpdpwssd measured
+// no faster (Matmul/Q4_K tok8 slower, tok128 faster); on AVX3_DL the Q4_K and Q6_K tiles put 16 weight rows in the
+// lanes instead (int8_vnni512-inl.h), which this file's tiles remain the specification of. The one-token Q4_K and
+// Q6_K rows of the AVX-512 targets (Q4KRows512, Q6KRow512) apply the sub-block scales with vpdpwssd.
 // Included by int8_kernels.cpp inside its per-target namespace; compiled for the AVX2 and AVX-512 targets only.
 #if defined(MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_
@@ -73,6 +73,10 @@ HWY_INLINE __m256i LoadU(const void* p) { return _mm256_loadu_si256(static_cast<
 #endif
 HWY_INLINE __m256i DpBusd(__m256i acc, __m256i u8, __m256i s8) {
   asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), MOETIER_VNNI_SRC2(s8));
+  return acc;
+}
+HWY_INLINE __m512i DpBusd(__m512i acc, __m512i u8, __m512i s8) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), MOETIER_VNNI_SRC2(s8));
   return acc;
 }
 HWY_INLINE __m512i DpWssd(__m512i acc, __m512i a, __m512i b) {
@@ -981,12 +985,73 @@ HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, c
   }
 }
 
-// Rows r0 .. r1 - 1 of one token by Block32Rows, four at a time: two consecutive rows of each of two streams
-// (TwoStreamRows); flattened as Q4KOneToken512.
+#if HWY_TARGET == HWY_AVX3_DL
+// One token of R MXFP4 rows (offset codes, MXFP4Tokens) in 512-bit vectors, two blocks A, B (b, b + 1) of a row
+// at a time. A's 16 code bytes broadcast to the low half of a vector and B's to the high half by the loads
+// themselves, shifted by 0 / 4 bits per 128-bit lane (vpsrlvq), give A's 32 codes and B's side by side, which one
+// vpermb (bits 4-5 of its index, the neighbouring nibble's, pick the same value: the table is in each 16 bytes)
+// turns into offset codes; the two blocks' 64 activation codes, quad offsets and scales are one load each. Per
+// pair of blocks and row that is eight vector operations where Block32Rows takes twelve. A row's lanes 0-7 sum its
+// even blocks and 8-15 its odd ones, added at the end. bench_matvec GB/s, Block32Rows -> this, medians of 6-10
+// runs interleaved in one process (a toggle read by the kernel), three to five sessions on a noisy 2-vCPU 2.1 GHz
+// Xeon (Emerald Rapids): MatvecHot/MXFP4/768x2048 at 1 thread 11.8 -> 14.5, 8.7 -> 11.3, 8.5 -> 12.6, at 2
+// threads 17.4 -> 23.1, 13.8 -> 19.6, 16.6 -> 22.4; Matvec/MXFP4/2880x2880 (gpt-oss) at 2 threads 19.8 -> 22.3,
+// 17.2 -> 18.3, 16.1 -> 20.6; 2048x4096 18.8 -> 21.6, 15.8 -> 18.1; 2048x768 (0.8 MB a product, short enough
+// for the noise to rule) 19.3 -> 17.3, 15.9 -> 17.9, 13.5 -> 12.9, 15.0 -> 18.4. Eight rows at a time instead of
+// four: no faster (mixed, within the noise). rows, y as Block32Rows.
+template <size_t R>
+HWY_INLINE void Mxfp4Rows512(const uint8_t* const (&rows)[R], size_t row_bytes, const Q8Rows& x,
+                             float* const (&y)[R]) {
+  using W = MXFP4Tokens;
+  constexpr size_t kB = W::kBytes;
+  constexpr size_t kRun = R == 1 ? 1 : R / 2;
+  const int64_t nb = x.cols / 32;
+  const size_t ahead = RowsAhead(kRun * row_bytes);
+  const __m512i tbl = _mm512_broadcast_i32x4(_mm256_castsi256_si128(W::Table()));
+  const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+  const __m512i minus1 = _mm512_set1_epi16(-1);
+  const auto codes = [](const uint8_t* p) HWY_ATTR { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+  const auto scale = [](const uint8_t* blk) HWY_ATTR { return _mm_load_ss(&kE8M0Half[blk[0]]); };
+  __m512 acc[R];
+  for (size_t r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  // Blocks b, b + 1 (both = false: b alone, the high half's activation codes zero, the next block's bytes not read).
+  const auto pair = [&](int64_t b, bool both) HWY_ATTR {
+    const __mmask16 hi = both ? 0xff00 : 0;
+    const __m512i xq = _mm512_maskz_loadu_epi8(both ? ~__mmask64{0} : 0xffffffffu, x.q + b * 32);
+    const __m512i xc = _mm512_madd_epi16(_mm512_maskz_loadu_epi16(both ? ~__mmask32{0} : 0xffffu, x.c + b * 16),
+                                         minus1);  // the offset's share of each quad, negated: each lane's start
+    const __m512 dx = _mm512_mask_broadcastss_ps(_mm512_set1_ps(x.d[b]), hi, _mm_load_ss(x.d + b + both));
+    for (size_t r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + static_cast<size_t>(b) * kB;
+      const uint8_t* next = both ? blk + kB : blk;
+      const __m512i q = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(codes(blk + offsetof(BlockMXFP4, qs))),
+                                                    hi, codes(next + offsetof(BlockMXFP4, qs)));
+      const __m512i w = _mm512_permutexvar_epi8(_mm512_srlv_epi64(q, shifts), tbl);
+      const __m512 d = _mm512_mask_broadcastss_ps(_mm512_broadcastss_ps(scale(blk)), hi, scale(next));
+      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(DpBusd(xc, w, xq)), acc[r]);
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    for (size_t r = 0; r < R; r += kRun) PrefetchNextRows(rows[r], ahead, 2 * kRun * kB, b / 2);
+    pair(b, true);
+  }
+  if (b < nb) pair(b, false);
+  for (size_t r = 0; r < R; ++r) *y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+#endif
+
+// Rows r0 .. r1 - 1 of one token by Block32Rows (MXFP4 with VNNI and VBMI: Mxfp4Rows512), four at a time: two
+// consecutive rows of each of two streams (TwoStreamRows); flattened as Q4KOneToken512.
 template <class W>
 HWY_FLATTEN void Block32OneToken(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
                                  int64_t r1) {
   TwoStreamRowPointers<4>(w, row_bytes, y, r0, r1, [&](const auto& rw, const auto& ry) HWY_ATTR {
+#if HWY_TARGET == HWY_AVX3_DL
+    if constexpr (std::is_same_v<W, MXFP4Tokens>) {
+      return Mxfp4Rows512(rw, row_bytes, x, ry);
+    }
+#endif
     Block32Rows<W>(rw, row_bytes, x, ry);
   });
 }
