@@ -109,7 +109,7 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* q) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // One token of one Q4_K row (decode) in 512-bit vectors, the formula of Q4KTile below, two blocks A, B at a time.
 // Each 32 bytes of nibbles broadcast to both halves of a vector and shifted by 0 / 4 bits per half (vpsrlvw) give
-// sub-blocks 2p and 2p + 1 side by side; the 64 activation codes they meet are one load, their scale pair one vpermw,
+// sub-blocks 2p and 2p + 1 side by side; the 64 activation codes they meet are one load, their scale pair one pshufb,
 // and with VNNI vpdpwssd applies the scales and adds in one operation: five operations per 64 elements where the
 // 256-bit kernel takes eleven. The per-block work around them (unpacking 6-bit scales and mins, the min term, the
 // float scales) is what the 256-bit kernel spends most of its operations on; here one 256-bit unpacking, one min
@@ -133,9 +133,10 @@ HWY_INLINE __m256i Q4KScalesMins2(const uint8_t* a, const uint8_t* b) {
 }
 
 // The integer sum over one block's 8 sub-blocks of scale_s * (q_s . x_s), in 16 int32 lanes. qs: the block's
-// nibbles; xb: its 256 activation codes; sm: int16 scales and mins (vpermw indices idx[p] pick scales 2p, 2p + 1).
+// nibbles; xb: its 256 activation codes; sm: the block's 6-bit scales (bytes 0-7) and mins (8-15) in each 128 bits;
+// the pshufb patterns pick[p] widen scale 2p into every int16 lane of a vector's low half and 2p + 1 of its high.
 HWY_INLINE __m512i Q4KBlockSums512(const uint8_t* HWY_RESTRICT qs, const int8_t* HWY_RESTRICT xb, __m512i sm,
-                                   const __m512i (&idx)[4]) {
+                                   const __m512i (&pick)[4]) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);  // 0 low, 4 high
   __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains, for latency
@@ -143,7 +144,7 @@ HWY_INLINE __m512i Q4KBlockSums512(const uint8_t* HWY_RESTRICT qs, const int8_t*
     const __m512i q = _mm512_broadcast_i64x4(LoadU(qs + 32 * p));
     const __m512i w = _mm512_and_si512(_mm512_srlv_epi16(q, shifts), m4);
     const __m512i prod = _mm512_maddubs_epi16(w, _mm512_loadu_si512(xb + 64 * p));
-    const __m512i sc = _mm512_permutexvar_epi16(idx[p], sm);
+    const __m512i sc = _mm512_shuffle_epi8(sm, pick[p]);
 #if MOETIER_VNNI
     sumi[p % 2] = DpWssd(sumi[p % 2], prod, sc);
 #else
@@ -167,17 +168,33 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
   const int8_t* xq = x.q;        // the one token's codes, sums of 16 and block scales
   const int16_t* xs = x.sums;
   const float* xd = x.d;
-  // vpermw indices into the 32 words of Q4KScalesMins2 widened (A: scales 0-7, mins 8-15; B: 16-23, 24-31):
-  // scale 2p in the low half of a vector, 2p + 1 in the high half; and each min twice, to meet the activation's
-  // sums of 16 (A's in the low half, B's in the high).
-  __m512i idx_a[4], idx_b[4];
+  // The scales and mins reach the int16 lanes by pshufb, which widens a byte with a zero (an index byte of 0x80)
+  // and works within 128 bits: on a vector holding a block's 16 bytes (Q4KScalesMins2) in each 128 bits, pick[p]
+  // puts scale 2p in the low half and 2p + 1 in the high half; on one holding block A's bytes in the low half and
+  // B's in the high, min_pick puts each min twice, to meet the activation's sums of 16. One single-uop shuffle
+  // each, where vpermw on the widened bytes took two (port 5; llvm-mca -mcpu=icelake-server). bench_matvec GB/s,
+  // medians of 8-10 runs interleaved in one process, two sessions, vpermw -> this: MatvecHot/Q4_K/768x2048 at 1
+  // thread 15.0 -> 18.4, 15.8 -> 16.8, 2 threads 27.2 -> 27.5, 25.5 -> 27.2; Matvec/Q4_K/2048x4096 at 2 threads
+  // 28.6 -> 27.3, 22.6 -> 25.5; 2048x768 20.9 -> 22.6, 19.3 -> 20.4. Qwen3-30B-A3B-shaped decode at -t 2, 5
+  // rounds of 2 runs each: medians 11.40 -> 12.26 tok/s, faster in 4 rounds. The sums are the same integers.
+  const auto word = [](int byte) { return static_cast<int16_t>(static_cast<uint16_t>(0x8000 | byte)); };
+  __m512i pick[4];
   for (int p = 0; p < 4; ++p) {
-    idx_a[p] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * p)),
-                                  _mm256_set1_epi16(static_cast<int16_t>(2 * p + 1)), 1);
-    idx_b[p] = _mm512_add_epi16(idx_a[p], _mm512_set1_epi16(16));
+    pick[p] = _mm512_inserti64x4(_mm512_set1_epi16(word(2 * p)), _mm256_set1_epi16(word(2 * p + 1)), 1);
   }
-  const __m512i min_idx = _mm512_set_epi16(31, 31, 30, 30, 29, 29, 28, 28, 27, 27, 26, 26, 25, 25, 24, 24,  //
-                                           15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+  // mins 0-3 (bytes 8-11) in the first 128 bits of each half, 4-7 in the second
+  const __m128i mins03 = _mm_setr_epi16(word(8), word(8), word(9), word(9), word(10), word(10), word(11), word(11));
+  const __m128i mins47 = _mm_setr_epi16(word(12), word(12), word(13), word(13), word(14), word(14), word(15), word(15));
+  const __m512i min_pick = _mm512_broadcast_i64x4(_mm256_setr_m128i(mins03, mins47));
+  struct Scales {
+    __m512i a, b, ab;  // block A's 16 bytes in each 128 bits; B's; A's in the low half and B's in the high
+  };
+  const auto block_scales = [](const uint8_t* a, const uint8_t* b) HWY_ATTR {
+    const __m512i v = _mm512_castsi256_si512(
+        Q4KScalesMins2(a + offsetof(BlockQ4_K, scales), b + offsetof(BlockQ4_K, scales)));
+    return Scales{_mm512_shuffle_i64x2(v, v, 0x00), _mm512_shuffle_i64x2(v, v, 0x55),
+                  _mm512_shuffle_i64x2(v, v, 0x50)};
+  };
   const __m512i lane0 = _mm512_setzero_si512(), lane1 = _mm512_set1_epi32(1), lane2 = _mm512_set1_epi32(2),
                 lane3 = _mm512_set1_epi32(3);
   const __m512i lanes13 = _mm512_inserti64x4(lane1, _mm512_castsi512_si256(lane3), 1);
@@ -199,12 +216,10 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
       const uint8_t* ba = rows[r] + static_cast<size_t>(b) * kB;
       const uint8_t* bb = ba + kB;
       PrefetchAhead<2 * kB>(ba);
-      const __m512i sm = _mm512_cvtepu8_epi16(
-          Q4KScalesMins2(ba + offsetof(BlockQ4_K, scales), bb + offsetof(BlockQ4_K, scales)));
-      const __m512i sa = Q4KBlockSums512(ba + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm, idx_a);
-      const __m512i sb = Q4KBlockSums512(bb + offsetof(BlockQ4_K, qs), xq + (b + 1) * kQK_K, sm, idx_b);
-      const __m512i msum =
-          _mm512_madd_epi16(_mm512_permutexvar_epi16(min_idx, sm), _mm512_loadu_si512(xs + b * 16));
+      const Scales sm = block_scales(ba, bb);
+      const __m512i sa = Q4KBlockSums512(ba + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm.a, pick);
+      const __m512i sb = Q4KBlockSums512(bb + offsetof(BlockQ4_K, qs), xq + (b + 1) * kQK_K, sm.b, pick);
+      const __m512i msum = _mm512_madd_epi16(_mm512_shuffle_epi8(sm.ab, min_pick), _mm512_loadu_si512(xs + b * 16));
       const __m512 s = scales(ba, bb, _mm_unpacklo_ps(dx, dx));
       acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane0, s), _mm512_cvtepi32_ps(sa), acc[r]);
       acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane2, s), _mm512_cvtepi32_ps(sb), acc[r]);
@@ -214,18 +229,17 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
   if (b < nb) {  // the odd last block: of each row, A (and B: the second row's)
     const uint8_t* ba = rows[0] + static_cast<size_t>(b) * kB;
     const uint8_t* bb = rows[R - 1] + static_cast<size_t>(b) * kB;
-    const __m512i sm = _mm512_cvtepu8_epi16(
-        Q4KScalesMins2(ba + offsetof(BlockQ4_K, scales), bb + offsetof(BlockQ4_K, scales)));
+    const Scales sm = block_scales(ba, bb);
     // the block's activation sums of 16 in both halves, for A's mins and B's
-    const __m512i msum = _mm512_madd_epi16(_mm512_permutexvar_epi16(min_idx, sm),
-                                           _mm512_broadcast_i64x4(LoadU(xs + b * 16)));
+    const __m512i msum =
+        _mm512_madd_epi16(_mm512_shuffle_epi8(sm.ab, min_pick), _mm512_broadcast_i64x4(LoadU(xs + b * 16)));
     const __m512 s = scales(ba, bb, _mm_set1_ps(xd[b]));
-    const __m512i sa = Q4KBlockSums512(ba + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm, idx_a);
+    const __m512i sa = Q4KBlockSums512(ba + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm.a, pick);
     acc[0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane0, s), _mm512_cvtepi32_ps(sa), acc[0]);
     acc[0] = _mm512_fnmadd_ps(_mm512_permutexvar_ps(lane1, s),
                               _mm512_cvtepi32_ps(_mm512_zextsi256_si512(_mm512_castsi512_si256(msum))), acc[0]);
     if constexpr (R == 2) {
-      const __m512i sb = Q4KBlockSums512(bb + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm, idx_b);
+      const __m512i sb = Q4KBlockSums512(bb + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm.b, pick);
       acc[1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane2, s), _mm512_cvtepi32_ps(sb), acc[1]);
       acc[1] = _mm512_fnmadd_ps(_mm512_permutexvar_ps(lane3, s),
                                 _mm512_cvtepi32_ps(_mm512_zextsi256_si512(_mm512_extracti64x4_epi64(msum, 1))),
