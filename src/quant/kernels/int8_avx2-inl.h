@@ -1034,7 +1034,7 @@ HWY_INLINE void Mxfp4Rows512(const uint8_t* const (&rows)[R], size_t row_bytes, 
     const __m512i xq = _mm512_maskz_loadu_epi8(both ? ~__mmask64{0} : 0xffffffffu, x.q + b * 32);
     const __m512i xc = _mm512_madd_epi16(_mm512_maskz_loadu_epi16(both ? ~__mmask32{0} : 0xffffu, x.c + b * 16),
                                          minus1);  // the offset's share of each quad, negated: each lane's start
-    const __m512 dx = _mm512_mask_broadcastss_ps(_mm512_set1_ps(x.d[b]), hi, _mm_load_ss(x.d + b + both));
+    const __m512 dx = _mm512_mask_broadcastss_ps(_mm512_set1_ps(x.d[b]), hi, _mm_load_ss(x.d + (both ? b + 1 : b)));
     for (size_t r = 0; r < R; ++r) {
       const uint8_t* blk = rows[r] + static_cast<size_t>(b) * kB;
       const uint8_t* next = both ? blk + kB : blk;
