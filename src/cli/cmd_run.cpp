@@ -100,10 +100,22 @@ std::string read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// --tokens FILE: a JSON list of token ids, or an oracle case object's "prompt_tokens" (what `eval --tokens` reads).
-// Run as given: no BOS is added. Throws naming the file for anything else or an id outside the vocabulary.
+// --tokens LIST|FILE: a JSON list of token ids given inline (an argument that starts with '['), or a file holding one
+// or an oracle case object's "prompt_tokens" (what `eval --tokens` reads). Run as given: no BOS is added. Throws
+// naming the argument for anything else or an id outside the vocabulary.
 std::vector<int32_t> read_prompt_tokens(const std::string& path, int64_t n_vocab) {
-  const nlohmann::json j = model::read_json_lenient(path);
+  nlohmann::json j;
+  if (path.starts_with('[')) {
+    try {
+      j = nlohmann::json::parse(path);
+    } catch (const nlohmann::json::exception& e) {
+      fail("--tokens {}: not a valid JSON list: {}", path, e.what());
+    }
+  } else if (!std::filesystem::is_regular_file(path)) {
+    fail("--tokens {}: no such file (give a file, or the ids inline as a JSON list such as [1,2,3])", path);
+  } else {
+    j = model::read_json_lenient(path);
+  }
   const nlohmann::json& arr = j.is_object() && j.contains("prompt_tokens") ? j["prompt_tokens"] : j;
   if (!arr.is_array()) fail("--tokens {}: not a JSON list of token ids (nor an object with 'prompt_tokens')", path);
   std::vector<int32_t> ids;
@@ -278,8 +290,9 @@ void register_run_command(CLI::App& app) {
   auto* p = cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   auto* f = cmd->add_option("-f,--file", o->file, "read the prompt from a file");
   auto* tk = cmd->add_option("--tokens", o->tokens,
-                             "the prompt as token ids, run as given (no BOS added): a JSON list, or a file with "
-                             "'prompt_tokens' (as `eval --tokens` reads); for prompts of an exact length");
+                             "the prompt as token ids, run as given (no BOS added): a JSON list inline ('[1,2,3]') or in a "
+                             "file, or a file with 'prompt_tokens' (as `eval --tokens` reads); for prompts of an exact "
+                             "length");
   p->excludes(f);
   tk->excludes(p)->excludes(f);
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until end of text or a full context)")

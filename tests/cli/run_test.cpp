@@ -26,7 +26,7 @@ TEST(Run, GreedyReproducesTheReferenceText) {
 }
 
 // --tokens runs a prompt given as token ids as it is: the oracle case's prompt_tokens give its greedy text, and so
-// does the same list as a plain JSON list; the prefill is exactly that many tokens.
+// does the same list as a plain JSON list, in a file or inline; the prefill is exactly that many tokens.
 TEST(Run, PromptAsTokenIds) {
   const auto case_file = test::oracle_dir() / "ref/stories260K.p1.json";
   const auto j = model::read_json_lenient(case_file);
@@ -34,9 +34,9 @@ TEST(Run, PromptAsTokenIds) {
   const auto n = std::to_string(j["greedy_tokens"].size());
   const auto list = test::tmp_dir("run") / "prompt-ids.json";
   std::ofstream(list) << j["prompt_tokens"].dump();
-  for (const auto& f : {case_file, list}) {
-    SCOPED_TRACE(f.string());
-    const auto r = test::run_cli("run -m '" + stories() + "' --temp 0 -n " + n + " --tokens '" + f.string() + "'");
+  for (const std::string& arg : {case_file.string(), list.string(), j["prompt_tokens"].dump()}) {
+    SCOPED_TRACE(arg);
+    const auto r = test::run_cli("run -m '" + stories() + "' --temp 0 -n " + n + " --tokens '" + arg + "'");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find(j["greedy_text"].get<std::string>()), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("prefill: " + std::to_string(n_prompt) + " tokens"), std::string::npos) << r.output;
@@ -51,6 +51,11 @@ TEST(Run, PromptAsTokenIds) {
   r = test::run_cli("run -m '" + stories() + "' -n 2 --tokens '" + bad.string() + "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("not a JSON list"), std::string::npos) << r.output;
+  for (const std::string& arg : {std::string("[1, 2"), (test::tmp_dir("run") / "no-such-ids.json").string()}) {
+    r = test::run_cli("run -m '" + stories() + "' -n 2 --tokens '" + arg + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("--tokens " + arg + ":"), std::string::npos) << r.output;
+  }
   r = test::run_cli("run -m '" + stories() + "' -n 2 -p hi --tokens '" + list.string() + "'");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_FALSE(r.signaled);
