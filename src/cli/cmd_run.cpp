@@ -111,7 +111,7 @@ std::vector<int32_t> read_prompt_tokens(const std::string& path, int64_t n_vocab
     } catch (const nlohmann::json::exception& e) {
       fail("--tokens {}: not a valid JSON list: {}", path, e.what());
     }
-  } else if (!std::filesystem::is_regular_file(path)) {
+  } else if (!std::filesystem::exists(path)) {
     fail("--tokens {}: no such file (give a file, or the ids inline as a JSON list such as [1,2,3])", path);
   } else {
     j = model::read_json_lenient(path);
@@ -290,9 +290,9 @@ void register_run_command(CLI::App& app) {
   auto* p = cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   auto* f = cmd->add_option("-f,--file", o->file, "read the prompt from a file");
   auto* tk = cmd->add_option("--tokens", o->tokens,
-                             "the prompt as token ids, run as given (no BOS added): a JSON list inline ('[1,2,3]') or in a "
-                             "file, or a file with 'prompt_tokens' (as `eval --tokens` reads); for prompts of an exact "
-                             "length");
+                             "the prompt as token ids, run as given (no BOS added): a JSON list inline ('[1,2,3]') "
+                             "or in a file, or a file with 'prompt_tokens' (as `eval --tokens` reads); for prompts "
+                             "of an exact length");
   p->excludes(f);
   tk->excludes(p)->excludes(f);
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until end of text or a full context)")
