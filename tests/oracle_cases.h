@@ -15,6 +15,8 @@
 #include "model/eval.h"
 #include "model/model.h"
 #include "test_support.h"
+#include "util/f32_file.h"
+#include "util/json_file.h"
 
 namespace moetier::test {
 
@@ -50,10 +52,10 @@ inline std::vector<OracleCase> run_oracle_cases(model::Model& m, const std::stri
   for (const char* prompt : {"p1", "p2", "plong"}) {
     const fs::path case_json = oracle / "ref" / (ref_name + "." + prompt + ".json");
     if (!fs::exists(case_json)) continue;
-    const nlohmann::json j = model::read_json_lenient(case_json);
+    const nlohmann::json j = util::read_json_lenient(case_json);
     const model::EvalTokens in = model::read_eval_tokens(case_json);
     OracleCase c{prompt, in.tokens, model::evaluate(m, in.tokens, in.n_prefill), {}, {}};
-    const std::vector<float> ref = model::read_f32(oracle / "ref" / j["logits_file"].get<std::string>());
+    const std::vector<float> ref = util::read_f32(oracle / "ref" / j["logits_file"].get<std::string>());
     EXPECT_EQ(j["logits_rows"].get<int64_t>(), c.result.n_rows) << case_json;
     EXPECT_EQ(static_cast<int64_t>(ref.size()), c.result.n_rows * c.result.n_vocab) << case_json;
     if (static_cast<int64_t>(ref.size()) != c.result.n_rows * c.result.n_vocab) continue;

@@ -18,28 +18,28 @@ constexpr std::string_view kHarmonySystem =
 
 std::string_view format_name(Format f) {
   switch (f) {
-    case Format::ChatML: return "chatml";
-    case Format::Harmony: return "harmony";
-    case Format::Mistral: return "mistral";
+    case Format::chatml: return "chatml";
+    case Format::harmony: return "harmony";
+    case Format::mistral: return "mistral";
   }
   return "?";
 }
 
 Format parse_format(std::string_view name) {
-  for (Format f : {Format::ChatML, Format::Harmony, Format::Mistral})
+  for (Format f : {Format::chatml, Format::harmony, Format::mistral})
     if (name == format_name(f)) return f;
   fail("--chat-format '{}' is not known; choose chatml, harmony or mistral", name);
 }
 
 Format detect_format(const gguf::Metadata& md) {
   const std::string tmpl = md.get_string_or("tokenizer.chat_template", "");
-  if (contains(tmpl, "<|im_start|>")) return Format::ChatML;
-  if (contains(tmpl, "<|channel|>") || contains(tmpl, "<|start|>")) return Format::Harmony;
-  if (contains(tmpl, "[INST]")) return Format::Mistral;
+  if (contains(tmpl, "<|im_start|>")) return Format::chatml;
+  if (contains(tmpl, "<|channel|>") || contains(tmpl, "<|start|>")) return Format::harmony;
+  if (contains(tmpl, "[INST]")) return Format::mistral;
   const std::string arch = md.get_string_or("general.architecture", "");
-  if (arch.rfind("qwen", 0) == 0) return Format::ChatML;
-  if (arch == "gpt-oss") return Format::Harmony;
-  if (arch == "llama") return Format::Mistral;
+  if (arch.rfind("qwen", 0) == 0) return Format::chatml;
+  if (arch == "gpt-oss") return Format::harmony;
+  if (arch == "llama") return Format::mistral;
   fail("cannot tell the chat format of this model (architecture '{}', {}): pass --chat-format chatml|harmony|mistral",
        arch, tmpl.empty() ? "no chat template" : "an unrecognised chat template");
 }
@@ -47,13 +47,13 @@ Format detect_format(const gguf::Metadata& md) {
 std::string render_user_turn(const Options& o, std::string_view msg, bool first, bool close_previous) {
   std::string s;
   switch (o.format) {
-    case Format::ChatML:
+    case Format::chatml:
       if (close_previous) s += "<|im_end|>\n";
       if (first && !o.system_prompt.empty()) s += fmt::format("<|im_start|>system\n{}<|im_end|>\n", o.system_prompt);
       s += fmt::format("<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n", msg);
       if (o.no_think) s += "<think>\n\n</think>\n\n";
       return s;
-    case Format::Harmony:
+    case Format::harmony:
       if (close_previous) s += "<|end|>";
       if (first) {
         s += fmt::format("<|start|>system<|message|>{}<|end|>", kHarmonySystem);
@@ -63,7 +63,7 @@ std::string render_user_turn(const Options& o, std::string_view msg, bool first,
       s += fmt::format("<|start|>user<|message|>{}<|end|><|start|>assistant", msg);
       if (o.no_think) s += "<|channel|>final<|message|>";
       return s;
-    case Format::Mistral:
+    case Format::mistral:
       if (close_previous) s += "</s>";
       if (first && !o.system_prompt.empty())
         s += fmt::format("[INST] {}\n\n{} [/INST]", o.system_prompt, msg);

@@ -15,7 +15,7 @@
 
 namespace moetier::chat {
 
-enum class Format { ChatML, Harmony, Mistral };
+enum class Format { chatml, harmony, mistral };
 
 std::string_view format_name(Format f);  // "chatml", "harmony", "mistral"
 // Parse a --chat-format value; throws moetier::Error listing the formats.
@@ -25,7 +25,7 @@ Format parse_format(std::string_view name);
 Format detect_format(const gguf::Metadata& md);
 
 struct Options {
-  Format format = Format::ChatML;
+  Format format = Format::chatml;
   bool no_think = false;       // ChatML: add the empty think block; harmony: answer in the final channel at once
   std::string system_prompt;   // optional system message (ChatML, harmony); Mistral prepends it to the first turn
 };

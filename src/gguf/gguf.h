@@ -28,6 +28,7 @@
 namespace moetier::gguf {
 
 // Metadata value types, as numbered by the specification.
+// Spelled as the specification spells them (GGUF_TYPE_UINT8 -> UINT8), not in lower_snake_case: the format's names.
 enum class ValueType : uint32_t {
   UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7, STRING = 8,
   ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,

@@ -15,9 +15,10 @@ struct GluConfig {
   float limit = 7.0f;    // swiglu_oai only
 };
 
-// h[n] = glu(gate[n], up[n]); h may alias gate or up. Vectorised (Highway, dispatched at run time): e^x is
-// hwy/contrib/math's Exp (max error 1 ULP against std::exp), so h is within a few ULP of the formula evaluated
-// with std::exp (tests/model/glu_test.cpp), and an element's result does not depend on n or on its position.
+// h[n] = glu(gate[n], up[n]); h may alias gate or up. Vectorised (quant/kernels/glu_kernels.h: Highway, dispatched
+// at run time): e^x is hwy/contrib/math's Exp (max error 1 ULP against std::exp), so h is within a few ULP of the
+// formula evaluated with std::exp (tests/model/glu_test.cpp), and an element's result does not depend on n or on
+// its position.
 void glu(const GluConfig& cfg, const float* gate, const float* up, float* h, int64_t n);
 
 }  // namespace moetier::model

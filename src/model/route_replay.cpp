@@ -9,30 +9,31 @@
 
 namespace moetier::model {
 
-RouteReplay::RouteReplay(const telemetry::RouteTrace& trace, std::string name)
+RouteReplay::RouteReplay(const trace::RouteTrace& trace, std::string name)
     : header_(trace.header), name_(std::move(name)), k_(trace.header.n_expert_used) {
-  const telemetry::TraceHeader& h = header_;
-  if (h.n_layer <= 0 || h.n_expert <= 0 || k_ <= 0 || k_ > h.n_expert) {
+  const trace::TraceHeader& h = header_;
+  if (h.n_moe_layers <= 0 || h.n_expert <= 0 || k_ <= 0 || k_ > h.n_expert) {
     fail("route replay: {} has n_layer={} n_expert={} n_expert_used={}; all must be > 0, top-k at most n_expert",
-         name_, h.n_layer, h.n_expert, k_);
+         name_, h.n_moe_layers, h.n_expert, k_);
   }
   // Tokens in (phase, turn, step) order: prefill first, then decode.
   using Tok = std::tuple<uint8_t, int32_t, int64_t>;
   std::vector<Tok> toks;
-  toks.reserve(trace.rows.size() / static_cast<size_t>(h.n_layer * k_) + 1);
+  toks.reserve(trace.rows.size() / static_cast<size_t>(h.n_moe_layers * k_) + 1);
   for (const auto& r : trace.rows) toks.emplace_back(r.phase, r.turn, r.step);
   std::sort(toks.begin(), toks.end());
   toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
   for (const Tok& t : toks) (std::get<0>(t) == 0 ? n_prefill_ : n_decode_) += 1;
 
-  const auto L = static_cast<size_t>(h.n_layer), K = static_cast<size_t>(k_);
+  const auto L = static_cast<size_t>(h.n_moe_layers), K = static_cast<size_t>(k_);
   ids_.assign(toks.size() * L * K, -1);
   weights_.assign(toks.size() * L * K, std::nanf(""));
   for (const auto& r : trace.rows) {
-    if (r.layer < 0 || r.layer >= h.n_layer || r.slot < 0 || r.slot >= k_ || r.expert < 0 || r.expert >= h.n_expert) {
+    if (r.layer < 0 || r.layer >= h.n_moe_layers || r.slot < 0 || r.slot >= k_ || r.expert < 0 ||
+        r.expert >= h.n_expert) {
       fail("route replay: {}: step {} layer {} slot {} expert {} is outside the trace's {} layers x {} experts, "
            "top-{}",
-           name_, r.step, r.layer, r.slot, r.expert, h.n_layer, h.n_expert, k_);
+           name_, r.step, r.layer, r.slot, r.expert, h.n_moe_layers, h.n_expert, k_);
     }
     const auto t = static_cast<size_t>(
         std::lower_bound(toks.begin(), toks.end(), Tok{r.phase, r.turn, r.step}) - toks.begin());
@@ -87,9 +88,9 @@ RouteReplay::RouteReplay(const telemetry::RouteTrace& trace, std::string name)
 }
 
 void RouteReplay::check_model(int64_t n_moe_layers, int64_t n_expert, int64_t k) const {
-  if (n_moe_layers != header_.n_layer || n_expert != header_.n_expert) {
+  if (n_moe_layers != header_.n_moe_layers || n_expert != header_.n_expert) {
     fail("route replay: {} was recorded on {} layers x {} experts, but the model has {} MoE layers x {} experts",
-         name_, header_.n_layer, header_.n_expert, n_moe_layers, n_expert);
+         name_, header_.n_moe_layers, header_.n_expert, n_moe_layers, n_expert);
   }
   if (k > 0 && k != k_) {
     fail("route replay: {} routes top-{} but the model uses top-{} (give --n-expert-used {})", name_, k_, k, k_);
@@ -106,7 +107,7 @@ void RouteReplay::route(int64_t layer, int64_t n_tok, int32_t* ids, float* weigh
          prefill ? ": use a shorter prompt" : ": generate fewer tokens (-n)");
   }
   const int64_t first = prefill ? cur : n_prefill_ + cur;
-  const auto L = static_cast<size_t>(header_.n_layer), K = static_cast<size_t>(k_);
+  const auto L = static_cast<size_t>(header_.n_moe_layers), K = static_cast<size_t>(k_);
   for (int64_t t = 0; t < n_tok; ++t) {
     const size_t from = (static_cast<size_t>(first + t) * L + static_cast<size_t>(layer)) * K;
     std::copy_n(ids_.data() + from, K, ids + static_cast<size_t>(t) * K);

@@ -1,4 +1,4 @@
-// RoutingOverride that replays a route_trace v1 file (telemetry/route_trace.h): each MoE layer's top-k comes from
+// RoutingOverride that replays a route_trace v1 file (trace/route_trace.h): each MoE layer's top-k comes from
 // the trace, token by token, instead of the router — to benchmark a model (typically a synthetic one of the real
 // shape) under real routing. Lossy: the output text means nothing; the expert traffic is the recorded one.
 //
@@ -12,7 +12,7 @@
 // the routing of the nearest token of the same turn and phase that has that layer: filled() counts them.
 // Weights: the recorded router weights when every slot of a (token, layer) has one, otherwise uniform 1/k.
 //
-// Memory: the trace's routing [tokens, n_layer, k] is held as dense arrays built at construction; route()
+// Memory: the trace's routing [tokens, n_moe_layers, k] is held as dense arrays built at construction; route()
 // allocates nothing. Thread-safety: one forward pass at a time.
 #pragma once
 
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "model/router.h"
-#include "telemetry/route_trace.h"
+#include "trace/route_trace.h"
 
 namespace moetier::model {
 
@@ -29,29 +29,29 @@ class RouteReplay final : public RoutingOverride {
  public:
   // `name` (the file) appears in every error. Throws moetier::Error when a (token, layer) lacks a slot in
   // [0, n_expert_used), repeats an expert or names one outside [0, n_expert).
-  RouteReplay(const telemetry::RouteTrace& trace, std::string name);
+  RouteReplay(const trace::RouteTrace& trace, std::string name);
 
-  // Throws moetier::Error naming the file and both shapes unless the trace's n_layer / n_expert equal the model's
+  // Throws moetier::Error naming the file and both shapes unless the trace's n_moe_layers / n_expert equal the model's
   // (n_moe_layers / n_expert), or, when k > 0, its n_expert_used equals k.
   void check_model(int64_t n_moe_layers, int64_t n_expert, int64_t k) const;
 
   void route(int64_t layer, int64_t n_tok, int32_t* ids, float* weights) override;
 
-  const telemetry::TraceHeader& header() const { return header_; }
+  const trace::TraceHeader& header() const { return header_; }
   int64_t prefill_tokens() const { return n_prefill_; }
   int64_t decode_tokens() const { return n_decode_; }
   int64_t filled() const { return n_filled_; }  // (token, layer) pairs without rows, given a neighbour's routing
 
  private:
-  telemetry::TraceHeader header_;
+  trace::TraceHeader header_;
   std::string name_;
   int64_t k_ = 0;
   int64_t n_prefill_ = 0, n_decode_ = 0;
   int64_t n_filled_ = 0;
-  std::vector<int32_t> ids_;     // [n_prefill + n_decode, n_layer, k]: prefill tokens first, then decode
+  std::vector<int32_t> ids_;     // [n_prefill + n_decode, n_moe_layers, k]: prefill tokens first, then decode
   std::vector<float> weights_;   // same shape
-  std::vector<int64_t> prefill_cursor_;  // [n_layer] next prefill token per layer
-  std::vector<int64_t> decode_cursor_;   // [n_layer] next decode token per layer
+  std::vector<int64_t> prefill_cursor_;  // [n_moe_layers] next prefill token per layer
+  std::vector<int64_t> decode_cursor_;   // [n_moe_layers] next decode token per layer
 };
 
 }  // namespace moetier::model

@@ -13,6 +13,7 @@
 
 namespace moetier::quant {
 
+// Spelled as ggml spells them (GGML_TYPE_Q4_K -> Q4_K), not in lower_snake_case: the names users know from files.
 enum class GgmlType : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3,
   // 4 (Q4_2) and 5 (Q4_3) were removed from ggml and are not valid in files.

@@ -8,7 +8,7 @@ namespace moetier::sim {
 
 namespace {
 
-using telemetry::TraceRow;
+using trace::TraceRow;
 
 // The order the cache sees rows in: turn, prefill before decode, then prefill layer-major (a batch per layer)
 // and decode step-major (a batch per (step, layer)); inside a batch token order, then slot order.
@@ -27,7 +27,7 @@ bool same_step(const TraceRow& a, const TraceRow& b) {
 
 }  // namespace
 
-BatchedTrace make_batches(const telemetry::RouteTrace& trace) {
+BatchedTrace make_batches(const trace::RouteTrace& trace) {
   BatchedTrace bt;
   bt.header = trace.header;
   const std::vector<TraceRow>& rows = trace.rows;
@@ -47,7 +47,7 @@ BatchedTrace make_batches(const telemetry::RouteTrace& trace) {
     const TraceRow& first = rows[order[i]];
     if (i == 0 || !same_step(rows[order[i - 1]], first)) {
       Step s;
-      s.phase = first.phase == 0 ? moe::Phase::Prefill : moe::Phase::Decode;
+      s.phase = first.phase == 0 ? moe::Phase::prefill : moe::Phase::decode;
       s.turn = first.turn;
       s.first_pos = first.step;
       s.tokens = 1;
@@ -60,7 +60,7 @@ BatchedTrace make_batches(const telemetry::RouteTrace& trace) {
     b.row_begin = static_cast<uint32_t>(bt.rows.size());
     for (size_t k = i; k < j; ++k) {
       const TraceRow& r = rows[order[k]];
-      bt.rows.push_back({r.expert, static_cast<uint8_t>(r.residency != telemetry::Residency::Miss)});
+      bt.rows.push_back({r.expert, static_cast<uint8_t>(r.residency != trace::Residency::miss)});
     }
     b.row_end = static_cast<uint32_t>(bt.rows.size());
     // Distinct experts in order of last use: walk backwards, keep first sightings, then reverse.
@@ -75,7 +75,7 @@ BatchedTrace make_batches(const telemetry::RouteTrace& trace) {
     }
     b.expert_end = static_cast<uint32_t>(bt.experts.size());
     std::reverse(bt.experts.begin() + b.expert_begin, bt.experts.end());
-    if (step.phase == moe::Phase::Prefill) {
+    if (step.phase == moe::Phase::prefill) {
       // Prompt length: distinct positions of this layer's rows (rows are in token order).
       int32_t tokens = 0;
       for (size_t k = i; k < j; ++k) tokens += (k == i || rows[order[k]].step != rows[order[k - 1]].step) ? 1 : 0;
@@ -85,7 +85,7 @@ BatchedTrace make_batches(const telemetry::RouteTrace& trace) {
     step.batch_end = static_cast<uint32_t>(bt.batches.size());
     i = j;
   }
-  for (const Step& s : bt.steps) (s.phase == moe::Phase::Prefill ? bt.prefill_tokens : bt.decode_tokens) += s.tokens;
+  for (const Step& s : bt.steps) (s.phase == moe::Phase::prefill ? bt.prefill_tokens : bt.decode_tokens) += s.tokens;
   return bt;
 }
 

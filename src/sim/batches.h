@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "moe/cache_policy.h"
-#include "telemetry/route_trace.h"
+#include "trace/route_trace.h"
 
 namespace moetier::sim {
 
@@ -22,7 +22,7 @@ struct Batch {
 };
 
 struct Step {
-  moe::Phase phase = moe::Phase::Decode;
+  moe::Phase phase = moe::Phase::decode;
   int32_t turn = 0;
   int64_t first_pos = 0;  // trace `step` (context position) of the first token
   int32_t tokens = 0;     // tokens in this step: the prompt length for prefill, 1 for decode
@@ -36,7 +36,7 @@ struct RowRef {
 };
 
 struct BatchedTrace {
-  telemetry::TraceHeader header;
+  trace::TraceHeader header;
   std::vector<Step> steps;
   std::vector<Batch> batches;
   std::vector<int32_t> experts;  // all batches' distinct experts, concatenated
@@ -47,6 +47,6 @@ struct BatchedTrace {
 
 // Groups rows by (turn, phase, layer) for prefill and (turn, step, layer) for decode. Rows may come in any order
 // (they are sorted when they are not already in that order).
-BatchedTrace make_batches(const telemetry::RouteTrace& trace);
+BatchedTrace make_batches(const trace::RouteTrace& trace);
 
 }  // namespace moetier::sim

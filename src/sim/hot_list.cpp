@@ -7,12 +7,12 @@ namespace moetier::sim {
 
 std::vector<moe::ExpertKey> hot_list(const BatchedTrace& t, int64_t max_decode_steps) {
   const int32_t n_expert = t.header.n_expert;
-  const size_t n = static_cast<size_t>(t.header.n_layer) * static_cast<size_t>(n_expert);
+  const size_t n = static_cast<size_t>(t.header.n_moe_layers) * static_cast<size_t>(n_expert);
   std::vector<int64_t> count(n, 0);
   const bool has_decode = t.decode_tokens > 0;
   int64_t decode_seen = 0;
   for (const Step& s : t.steps) {
-    if (has_decode && s.phase != moe::Phase::Decode) continue;
+    if (has_decode && s.phase != moe::Phase::decode) continue;
     if (has_decode && max_decode_steps >= 0 && decode_seen++ >= max_decode_steps) break;
     for (uint32_t b = s.batch_begin; b < s.batch_end; ++b) {
       const Batch& batch = t.batches[b];

@@ -13,12 +13,12 @@
 namespace moetier::synth {
 
 // What a tensor holds decides how its random values are drawn.
-enum class Role { Matrix, Router, Norm, Bias, Sinks };
+enum class Role { matrix, router, norm, bias, sinks };
 
 struct PlannedTensor {
   gguf::TensorSpec spec;
-  Role role = Role::Matrix;
-  float std = 0.0f;       // target standard deviation of the values (Norm: spread around 1)
+  Role role = Role::matrix;
+  float std = 0.0f;       // target standard deviation of the values (norm: spread around 1)
   bool routed_expert = false;
 };
 

@@ -19,7 +19,7 @@ constexpr uint64_t kChunkBytes = 8u << 20;  // generation buffer; bounds synth's
 
 void fill_tensor_chunk(const PlannedTensor& t, uint8_t* dst, int64_t n_elems, Rng& rng) {
   switch (t.role) {
-    case Role::Norm:
+    case Role::norm:
       // RMSNorm gains near 1 (a random +-std spread), as trained models have.
       fill_random(quant::GgmlType::F32, dst, n_elems, t.std, rng);
       for (int64_t i = 0; i < n_elems; ++i) {

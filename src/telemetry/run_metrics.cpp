@@ -172,7 +172,7 @@ std::string format_summary(const RunSummary& s, int lanes) {
 
 RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, const moe::StreamingExperts* stream,
                          const ModelDesc& model, std::span<const std::pair<std::string, std::string>> config,
-                         const TraceHeader& trace_header)
+                         const trace::TraceHeader& trace_header)
     : opts_(opts), inner_(inner), stream_(stream), model_(model) {
   rows_.reserve(static_cast<size_t>(std::max<int64_t>(opts.max_steps, 1)));
   if (opts.progress == "text")
@@ -213,7 +213,7 @@ RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, c
     if (std::fputs(pre.c_str(), csv_) < 0) fail("--csv {}: write failed", opts.csv_path);
   }
   if (!opts.route_trace_path.empty()) {
-    trace_ = std::make_unique<RouteTraceWriter>(opts.route_trace_path, trace_header);
+    trace_ = std::make_unique<trace::RouteTraceWriter>(opts.route_trace_path, trace_header);
     for (const auto& l : trace_header.layers) layer_expert_bytes_.push_back(l.expert_bytes);
     const auto n = static_cast<size_t>(model.n_moe_layers * model.n_expert);
     resident_at_begin_.assign(n, 0);
@@ -257,7 +257,7 @@ void RunRecorder::routed(int64_t pos, int64_t n, std::span<const int32_t> routin
       for (int64_t s = 0; s < K; ++s) {
         const int32_t e = routing[static_cast<size_t>((t * L + l) * K + s)];
         const auto key = static_cast<size_t>(l * E + e);
-        TraceRow r;
+        trace::TraceRow r;
         r.turn = turn_;
         r.phase = prefill_ ? 0 : 1;
         r.step = pos + t;
@@ -268,10 +268,10 @@ void RunRecorder::routed(int64_t pos, int64_t n, std::span<const int32_t> routin
         const bool repeat = seen_in_step_[key] == step_id;
         seen_in_step_[key] = step_id;
         if (stream_ == nullptr || repeat || resident_at_begin_[key] != 0) {
-          r.residency = Residency::Hit;  // resident experts are all in memory: a hit that reads nothing
+          r.residency = trace::Residency::hit;  // resident experts are all in memory: a hit that reads nothing
           r.expert_bytes = 0;
         } else {
-          r.residency = Residency::Miss;
+          r.residency = trace::Residency::miss;
           r.expert_bytes = layer_expert_bytes_[static_cast<size_t>(l)];
         }
         trace_->add(r);
@@ -293,18 +293,18 @@ void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
   r.majflt = flt >= 0 && majflt0_ >= 0 ? flt - majflt0_ : -1;
   r.rss_mib = rss_mib(statm_fd_);
   if (stream_ != nullptr) {
-    const auto& t = stream_->totals();
-    r.hits = t.hits - totals0_.hits;
-    r.misses = t.misses - totals0_.misses;
-    r.evictions = t.evictions - totals0_.evictions;
-    r.read_bytes = t.bytes_read - totals0_.bytes_read;
-    r.reread_bytes = t.reread_bytes - totals0_.reread_bytes;
-    r.io_ms = t.io_ms - totals0_.io_ms;
-    r.stall_ms = t.stall_ms - totals0_.stall_ms;
-    r.mgmt_ms = t.mgmt_ms - totals0_.mgmt_ms;
+    const moe::StreamCounters d = stream_->totals() - totals0_;
+    r.hits = d.hits;
+    r.misses = d.misses;
+    r.evictions = d.evictions;
+    r.read_bytes = d.bytes_read;
+    r.reread_bytes = d.reread_bytes;
+    r.io_ms = d.io_ms;
+    r.stall_ms = d.stall_ms;
+    r.mgmt_ms = d.mgmt_ms;
     if (const auto* pol = stream_->policy(); pol != nullptr && pol->plans_swaps()) {
-      r.swaps = static_cast<int64_t>(t.swaps - totals0_.swaps);
-      r.swap_bytes = static_cast<int64_t>(t.swap_bytes - totals0_.swap_bytes);
+      r.swaps = static_cast<int64_t>(d.swaps);
+      r.swap_bytes = static_cast<int64_t>(d.swap_bytes);
     }
     if (stream_->cache_slots() > 0) {
       run_hits_ += r.hits;

@@ -31,7 +31,7 @@
 
 #include "model/generator.h"
 #include "moe/streaming_experts.h"
-#include "telemetry/route_trace.h"
+#include "trace/route_trace.h"
 
 namespace moetier::telemetry {
 
@@ -121,7 +121,7 @@ class RunRecorder final : public model::StepHooks {
   // Throws moetier::Error naming --csv / --route-trace and the path when a file cannot be written.
   RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, const moe::StreamingExperts* stream,
               const ModelDesc& model, std::span<const std::pair<std::string, std::string>> config,
-              const TraceHeader& trace_header);
+              const trace::TraceHeader& trace_header);
   ~RunRecorder() override;
   RunRecorder(const RunRecorder&) = delete;
   RunRecorder& operator=(const RunRecorder&) = delete;
@@ -142,7 +142,7 @@ class RunRecorder final : public model::StepHooks {
   ModelDesc model_;
   std::vector<StepRow> rows_;  // reserved for opts_.max_steps
   std::FILE* csv_ = nullptr;
-  std::unique_ptr<RouteTraceWriter> trace_;
+  std::unique_ptr<trace::RouteTraceWriter> trace_;
   std::vector<uint64_t> layer_expert_bytes_;  // [n_moe_layers]
   // Step state.
   bool prefill_ = false;

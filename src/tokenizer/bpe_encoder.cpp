@@ -79,7 +79,7 @@ void bpe_encode_word(const Vocab& v, std::string_view word, std::vector<int32_t>
         any = true;
       }
     }
-    if (!any && v.unk >= 0 && v.tokens[static_cast<size_t>(v.unk)].type == TokenType::Unknown) out.push_back(v.unk);
+    if (!any && v.unk >= 0 && v.tokens[static_cast<size_t>(v.unk)].type == TokenType::unknown) out.push_back(v.unk);
   }
 }
 

@@ -31,14 +31,14 @@ int hex_digit(char c) {
 void append_piece(const Vocab& v, int32_t id, bool render_special, std::string& out) {
   const TokenData& t = v.tokens[static_cast<size_t>(id)];
   switch (t.type) {
-    case TokenType::Control:
-    case TokenType::Unknown:
+    case TokenType::control:
+    case TokenType::unknown:
       if (render_special) out += t.text;
       return;
-    case TokenType::UserDefined:
+    case TokenType::user_defined:
       out += t.text;
       return;
-    case TokenType::Byte: {
+    case TokenType::byte: {
       // "<0xXX>"; anything else typed as a byte token is a malformed vocab entry and renders as its text.
       const std::string& s = t.text;
       if (s.size() == 6 && s.starts_with("<0x") && s[5] == '>' && hex_digit(s[3]) >= 0 && hex_digit(s[4]) >= 0) {
@@ -48,15 +48,15 @@ void append_piece(const Vocab& v, int32_t id, bool render_special, std::string& 
       }
       return;
     }
-    case TokenType::Normal:
-      if (v.kind == VocabKind::SentencePiece) {
+    case TokenType::normal:
+      if (v.kind == VocabKind::sentence_piece) {
         append_unescaped(t.text, out);
       } else {
         byte_level_decode(t.text, out);
       }
       return;
-    case TokenType::Unused:
-    case TokenType::Undefined:
+    case TokenType::unused:
+    case TokenType::undefined:
       return;
   }
 }

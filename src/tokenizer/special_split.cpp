@@ -39,7 +39,7 @@ std::vector<Fragment> split_special(const Vocab& v, std::string_view text, bool 
   std::vector<Fragment> next;
   for (const int32_t id : v.special_tokens) {
     const TokenData& tok = v.tokens[static_cast<size_t>(id)];
-    if (!parse_special && tok.type != TokenType::UserDefined) continue;
+    if (!parse_special && tok.type != TokenType::user_defined) continue;
     const std::string_view needle = tok.text;
     bool changed = false;
     next.clear();

@@ -51,10 +51,10 @@ std::string ascii_lower(std::string s) {
   return s;
 }
 
-void force_control(Vocab& v, int32_t id) { v.tokens[static_cast<size_t>(id)].type = TokenType::Control; }
+void force_control(Vocab& v, int32_t id) { v.tokens[static_cast<size_t>(id)].type = TokenType::control; }
 
 bool is_special_type(TokenType t) {
-  return t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown;
+  return t == TokenType::control || t == TokenType::user_defined || t == TokenType::unknown;
 }
 
 }  // namespace

@@ -110,7 +110,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   const std::vector<Fragment> frags = split_special(im.vocab, text, parse_special);
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
-  if (im.vocab.kind == VocabKind::SentencePiece) {
+  if (im.vocab.kind == VocabKind::sentence_piece) {
     im.encode_spm(frags, add_special, out);
   } else {
     im.encode_bpe(frags, add_special, out);

@@ -24,16 +24,17 @@ class Metadata;
 
 namespace moetier::tokenizer {
 
+// tokenizer.ggml.token_type values, numbered as llama.cpp's LLAMA_TOKEN_TYPE_*.
 enum class TokenType : uint8_t {
-  Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+  undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6,
 };
 
-enum class VocabKind : uint8_t { SentencePiece, ByteLevelBpe };
+enum class VocabKind : uint8_t { sentence_piece, byte_level_bpe };
 
 struct TokenData {
   std::string text;
   float score = 0.0f;
-  TokenType type = TokenType::Normal;
+  TokenType type = TokenType::normal;
   // Special-token splitting: strip whitespace to the left/right of this token's match (HF AddedToken
   // lstrip/rstrip). GGUF does not carry these; see special_tokens.cpp for where they come from.
   bool lstrip = false;
@@ -43,7 +44,7 @@ struct TokenData {
 // Everything the encoders and the detokenizer read. Immutable after load_vocab; safe to share across threads.
 // Not copyable: text_to_id holds views into `tokens`.
 struct Vocab {
-  VocabKind kind = VocabKind::SentencePiece;
+  VocabKind kind = VocabKind::sentence_piece;
   std::string model;  // tokenizer.ggml.model as stored
   std::string pre;    // tokenizer.ggml.pre as stored ("" when absent)
 

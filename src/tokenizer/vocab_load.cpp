@@ -20,7 +20,7 @@ constexpr std::string_view kMerges = "tokenizer.ggml.merges";
 TokenType to_token_type(int64_t t) {
   // Out-of-range types are kept as Undefined, like the reference loader: such tokens are never produced by
   // the encoders' special-token pass and render as nothing.
-  return t >= 1 && t <= 6 ? static_cast<TokenType>(t) : TokenType::Undefined;
+  return t >= 1 && t <= 6 ? static_cast<TokenType>(t) : TokenType::undefined;
 }
 
 // Optional token-id key: -1 when absent. 0xFFFFFFFF (and -1) is how converters write "no such token"
@@ -67,9 +67,9 @@ int32_t Vocab::rank(std::string_view left, std::string_view right, std::string& 
 void load_vocab(const gguf::Metadata& md, const PreDefaults& pre, Vocab& v) {
   v.model = md.get_string(kModel);
   if (v.model == "llama") {
-    v.kind = VocabKind::SentencePiece;
+    v.kind = VocabKind::sentence_piece;
   } else if (v.model == "gpt2") {
-    v.kind = VocabKind::ByteLevelBpe;
+    v.kind = VocabKind::byte_level_bpe;
   } else {
     fail("metadata key '{}' = '{}' is not supported (expected 'llama' for SentencePiece or 'gpt2' for byte-level BPE)",
          kModel, v.model);
@@ -104,13 +104,13 @@ void load_vocab(const gguf::Metadata& md, const PreDefaults& pre, Vocab& v) {
     // An empty token could never be matched and would alias every empty lookup; give it a unique inert name.
     if (t.text.empty()) t.text = fmt::format("[EMPTY_{}]", i);
     t.score = scores.empty() ? 0.0f : scores[static_cast<size_t>(i)];
-    t.type = types.empty() ? TokenType::Normal : to_token_type(types[static_cast<size_t>(i)]);
+    t.type = types.empty() ? TokenType::normal : to_token_type(types[static_cast<size_t>(i)]);
   }
   // Views are taken only after every string reached its final place. A duplicated text maps to its last id.
   for (int32_t i = 0; i < n; ++i) v.text_to_id.insert_or_assign(std::string_view(v.tokens[static_cast<size_t>(i)].text), i);
 
   v.byte_token.fill(-1);
-  if (v.kind == VocabKind::ByteLevelBpe) {
+  if (v.kind == VocabKind::byte_level_bpe) {
     load_merges(md, v);
     v.ignore_merges = pre.ignore_merges;
   } else {
@@ -126,7 +126,7 @@ void load_vocab(const gguf::Metadata& md, const PreDefaults& pre, Vocab& v) {
   v.unk = read_id(md, "tokenizer.ggml.unknown_token_id", n);
   v.pad = read_id(md, "tokenizer.ggml.padding_token_id", n);
 
-  const bool spm = v.kind == VocabKind::SentencePiece;
+  const bool spm = v.kind == VocabKind::sentence_piece;
   v.add_bos = read_flag(md, "tokenizer.ggml.add_bos_token", spm || pre.add_bos);
   v.add_eos = read_flag(md, "tokenizer.ggml.add_eos_token", false);
   v.add_space_prefix = read_flag(md, "tokenizer.ggml.add_space_prefix", spm);

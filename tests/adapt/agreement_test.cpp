@@ -16,7 +16,7 @@ constexpr int64_t kPrompt = 24, kDecode = 192;
 
 void expect_agreement(const std::string& policy, int64_t slots, const moe::PolicyParams& params) {
   const fs::path model = synthetic_model();
-  const telemetry::RouteTrace trace = synthetic_trace(kPrompt, kDecode, 7, 1 << 20);
+  const trace::RouteTrace trace = synthetic_trace(kPrompt, kDecode, 7, 1 << 20);
   const EngineRun e = run_engine(model, trace, slots, policy, params);
   ASSERT_EQ(e.cache_slots, slots);
   const sim::ReplayResult s = run_sim(trace, slots, policy, params);
@@ -50,7 +50,7 @@ TEST(SimEngineAgreement, AdaptiveTunedMissesPerLayerWithinThreePercent) {
 
 TEST(AdaptiveTier, SwapsAreReadInTheBackgroundAndCounted) {
   const fs::path model = synthetic_model();
-  const telemetry::RouteTrace trace = synthetic_trace(kPrompt, kDecode, 11, 1 << 20);
+  const trace::RouteTrace trace = synthetic_trace(kPrompt, kDecode, 11, 1 << 20);
   const EngineRun e = run_engine(model, trace, 160, "adaptive", moe::PolicyParams::adaptive_tuned());
   EXPECT_GT(e.totals.swaps, 0u);
   EXPECT_GT(e.totals.swap_bytes, 0u);

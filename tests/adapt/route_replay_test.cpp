@@ -9,7 +9,7 @@ namespace moetier::adapt_test {
 namespace {
 
 TEST(RouteReplay, TheModelRoutesAsTheTraceSays) {
-  const telemetry::RouteTrace trace = synthetic_trace(6, 3, 3, 4096);
+  const trace::RouteTrace trace = synthetic_trace(6, 3, 3, 4096);
   model::RouteReplay replay(trace, "t.csv");
   EXPECT_EQ(replay.prefill_tokens(), 6);
   EXPECT_EQ(replay.decode_tokens(), 3);
@@ -45,8 +45,8 @@ TEST(RouteReplay, TheModelRoutesAsTheTraceSays) {
 
 TEST(RouteReplay, ALayerWithoutRowsReplaysTheNearestTokenOfItsPhase) {
   // As recorded by engines that skip the last layer for every prompt token but the last.
-  telemetry::RouteTrace trace = synthetic_trace(4, 1, 5, 4096);
-  std::erase_if(trace.rows, [](const telemetry::TraceRow& r) { return r.phase == 0 && r.step < 3 && r.layer == 7; });
+  trace::RouteTrace trace = synthetic_trace(4, 1, 5, 4096);
+  std::erase_if(trace.rows, [](const trace::TraceRow& r) { return r.phase == 0 && r.step < 3 && r.layer == 7; });
   model::RouteReplay replay(trace, "t.csv");
   EXPECT_EQ(replay.filled(), 3);
   std::vector<int32_t> ids(4 * kTopK);
@@ -58,7 +58,7 @@ TEST(RouteReplay, ALayerWithoutRowsReplaysTheNearestTokenOfItsPhase) {
 }
 
 TEST(RouteReplay, ShapeMismatchNamesBothShapes) {
-  telemetry::RouteTrace trace = synthetic_trace(2, 1, 3, 4096);
+  trace::RouteTrace trace = synthetic_trace(2, 1, 3, 4096);
   const model::RouteReplay replay(trace, "qwen.route.csv");
   try {
     replay.check_model(48, 128, 4);

@@ -11,17 +11,17 @@ namespace {
 
 TEST(ChatFormat, DetectedFromTheChatTemplate) {
   const auto qwen = gguf::GgufModel::open(test::shared_dir() / "tokenizer/qwen3-vocab.gguf");
-  EXPECT_EQ(detect_format(qwen.metadata()), Format::ChatML);
+  EXPECT_EQ(detect_format(qwen.metadata()), Format::chatml);
   const auto oss = gguf::GgufModel::open(test::oracle_dir() / "models/tiny-gptoss-MXFP4.gguf");
-  EXPECT_EQ(detect_format(oss.metadata()), Format::Harmony);  // no template: from the architecture
+  EXPECT_EQ(detect_format(oss.metadata()), Format::harmony);  // no template: from the architecture
   const auto mixtral = gguf::GgufModel::open(test::oracle_dir() / "models/tiny-mixtral-Q4_0.gguf");
-  EXPECT_EQ(detect_format(mixtral.metadata()), Format::Mistral);
+  EXPECT_EQ(detect_format(mixtral.metadata()), Format::mistral);
   EXPECT_THROW(parse_format("alpaca"), Error);
 }
 
 TEST(ChatFormat, ChatMLTurns) {
   Options o;
-  o.format = Format::ChatML;
+  o.format = Format::chatml;
   o.system_prompt = "Be brief.";
   EXPECT_EQ(render_user_turn(o, "Hi", true, false),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
@@ -32,7 +32,7 @@ TEST(ChatFormat, ChatMLTurns) {
 
 TEST(ChatFormat, HarmonyNoThinkGoesToTheFinalChannel) {
   Options o;
-  o.format = Format::Harmony;
+  o.format = Format::harmony;
   o.no_think = true;
   const auto s = render_user_turn(o, "Hi", true, false);
   EXPECT_EQ(s.rfind("<|start|>system<|message|>", 0), 0u);
@@ -42,7 +42,7 @@ TEST(ChatFormat, HarmonyNoThinkGoesToTheFinalChannel) {
 
 TEST(ChatFormat, MistralInstruction) {
   Options o;
-  o.format = Format::Mistral;
+  o.format = Format::mistral;
   EXPECT_EQ(render_user_turn(o, "Hi", true, false), "[INST] Hi [/INST]");
   EXPECT_EQ(render_user_turn(o, "And?", false, true), "</s>[INST] And? [/INST]");
 }

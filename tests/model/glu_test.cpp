@@ -1,4 +1,4 @@
-// The vectorised GLU activations (model/glu.cpp) against the formulas of glu.h evaluated with std::exp.
+// The vectorised GLU activations (quant/kernels/glu_kernels.cpp) against the formulas of glu.h evaluated with std::exp.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "oracle_cases.h"
 #include "test_support.h"
+#include "util/json_file.h"
 
 namespace moetier::model {
 namespace {
@@ -110,7 +111,7 @@ TEST(Greedy, Stories260KReproducesReference) {
   const gguf::GgufModel file = gguf::GgufModel::open(oracle / "models" / "stories260K.gguf");
   const auto model = load_model(file, ModelOptions{.n_ctx = 512});
   for (const char* prompt : {"p1", "p2", "plong"}) {
-    const nlohmann::json j = read_json_lenient(oracle / "ref" / fmt::format("stories260K.{}.json", prompt));
+    const nlohmann::json j = util::read_json_lenient(oracle / "ref" / fmt::format("stories260K.{}.json", prompt));
     const auto prompt_tokens = j["prompt_tokens"].get<std::vector<int32_t>>();
     const auto expected = j["greedy_tokens"].get<std::vector<int32_t>>();
     const std::vector<int32_t> got =

@@ -18,7 +18,7 @@ using moe::Phase;
 
 CacheConfig small(int64_t entries, bool strict = false) {
   CacheConfig c;
-  c.n_layer = 2;
+  c.n_moe_layers = 2;
   c.n_expert = 8;
   c.n_expert_used = 2;
   c.expert_bytes = {100, 100};
@@ -33,11 +33,11 @@ std::vector<int32_t> ids(std::initializer_list<int32_t> l) { return l; }
 TEST(CachePolicy, LruHitsMissesAndEvictionAfterTheBatch) {
   auto p = moe::make_policy("lru", small(3));
   AccessResult r;
-  p->access(0, ids({1, 2, 3}), Phase::Decode, r);
+  p->access(0, ids({1, 2, 3}), Phase::decode, r);
   EXPECT_EQ(r.misses, 3);
   EXPECT_EQ(r.miss_bytes, 300u);
   EXPECT_TRUE(r.evicted.empty());
-  p->access(0, ids({1, 4}), Phase::Decode, r);  // 1 hits; 4 evicts the LRU entry, 2
+  p->access(0, ids({1, 4}), Phase::decode, r);  // 1 hits; 4 evicts the LRU entry, 2
   EXPECT_EQ(r.hit, std::vector<uint8_t>({1, 0}));
   ASSERT_EQ(r.evicted.size(), 1u);
   EXPECT_EQ(r.evicted[0], (ExpertKey{0, 2}));
@@ -49,11 +49,11 @@ TEST(CachePolicy, LruHitsMissesAndEvictionAfterTheBatch) {
 TEST(CachePolicy, BudgetModeNeverEvictsTheBatchAndMayStayOver) {
   auto p = moe::make_policy("lru", small(2));
   AccessResult r;
-  p->access(0, ids({1, 2, 3, 4}), Phase::Prefill, r);  // the batch alone exceeds the capacity
+  p->access(0, ids({1, 2, 3, 4}), Phase::prefill, r);  // the batch alone exceeds the capacity
   EXPECT_TRUE(r.evicted.empty());
   EXPECT_TRUE(r.not_retained.empty());
   EXPECT_EQ(p->resident_entries(), 4);
-  p->access(1, ids({5}), Phase::Prefill, r);  // now the over-budget entries go, LRU first
+  p->access(1, ids({5}), Phase::prefill, r);  // now the over-budget entries go, LRU first
   EXPECT_EQ(r.evicted.size(), 3u);
   EXPECT_EQ(r.evicted[0], (ExpertKey{0, 1}));
   EXPECT_EQ(p->resident_entries(), 2);
@@ -62,8 +62,8 @@ TEST(CachePolicy, BudgetModeNeverEvictsTheBatchAndMayStayOver) {
 TEST(CachePolicy, StrictModeReportsWhatItCannotKeep) {
   auto p = moe::make_policy("lru", small(2, /*strict=*/true));
   AccessResult r;
-  p->access(0, ids({1}), Phase::Decode, r);
-  p->access(0, ids({1, 2, 3, 4}), Phase::Prefill, r);
+  p->access(0, ids({1}), Phase::decode, r);
+  p->access(0, ids({1, 2, 3, 4}), Phase::prefill, r);
   EXPECT_EQ(r.hits, 1);
   EXPECT_EQ(r.not_retained, ids({4, 3}));  // last in order first; the hit (1) and 2 stay
   EXPECT_LE(p->resident_entries(), 2);
@@ -74,9 +74,9 @@ TEST(CachePolicy, StrictModeReportsWhatItCannotKeep) {
 TEST(CachePolicy, RepeatsAndRangesAreErrors) {
   auto p = moe::make_policy("lru", small(2));
   AccessResult r;
-  EXPECT_THROW(p->access(0, ids({1, 1}), Phase::Decode, r), Error);
-  EXPECT_THROW(p->access(2, ids({1}), Phase::Decode, r), Error);
-  EXPECT_THROW(p->access(0, ids({8}), Phase::Decode, r), Error);
+  EXPECT_THROW(p->access(0, ids({1, 1}), Phase::decode, r), Error);
+  EXPECT_THROW(p->access(2, ids({1}), Phase::decode, r), Error);
+  EXPECT_THROW(p->access(0, ids({8}), Phase::decode, r), Error);
   EXPECT_THROW(moe::make_policy("mru", small(2)), Error);
   CacheConfig both = small(2);
   both.capacity_bytes = 100;
@@ -86,9 +86,9 @@ TEST(CachePolicy, RepeatsAndRangesAreErrors) {
 TEST(CachePolicy, LfuKeepsTheFrequentEntry) {
   auto p = moe::make_policy("lfu", small(2));
   AccessResult r;
-  for (int i = 0; i < 3; ++i) p->access(0, ids({1}), Phase::Decode, r);
-  p->access(0, ids({2}), Phase::Decode, r);
-  p->access(0, ids({3}), Phase::Decode, r);  // LRU would evict 1; LFU evicts 2
+  for (int i = 0; i < 3; ++i) p->access(0, ids({1}), Phase::decode, r);
+  p->access(0, ids({2}), Phase::decode, r);
+  p->access(0, ids({3}), Phase::decode, r);  // LRU would evict 1; LFU evicts 2
   EXPECT_TRUE(p->contains({0, 1}));
   EXPECT_FALSE(p->contains({0, 2}));
 }
@@ -102,13 +102,13 @@ std::unique_ptr<moe::CachePolicy> adaptive_after_displacement(moe::SwapPlan& pla
   auto p = moe::make_policy("adaptive", c);
   AccessResult r;
   for (int s = 0; s < 3; ++s) {
-    p->access(0, ids({1, 2, 3}), Phase::Decode, r);
-    p->end_step(Phase::Decode, plan);
+    p->access(0, ids({1, 2, 3}), Phase::decode, r);
+    p->end_step(Phase::decode, plan);
     EXPECT_TRUE(plan.load.empty());
   }
-  p->access(0, ids({2, 3, 4}), Phase::Decode, r);
+  p->access(0, ids({2, 3, 4}), Phase::decode, r);
   EXPECT_EQ(r.evicted, std::vector<ExpertKey>({{0, 1}}));
-  p->end_step(Phase::Decode, plan);
+  p->end_step(Phase::decode, plan);
   return p;
 }
 
@@ -124,7 +124,7 @@ TEST(CachePolicy, AdaptiveSwapsInHotExpertsInTheBackground) {
   p->swap_landed({0, 1});
   EXPECT_TRUE(p->contains({0, 1}));
   AccessResult r;
-  p->access(0, ids({1}), Phase::Decode, r);
+  p->access(0, ids({1}), Phase::decode, r);
   EXPECT_EQ(r.hits, 1);
 }
 
@@ -132,7 +132,7 @@ TEST(CachePolicy, PendingSwapLookedUpIsAMissThatStays) {
   moe::SwapPlan plan;
   auto p = adaptive_after_displacement(plan);
   AccessResult r;
-  p->access(0, ids({1}), Phase::Decode, r);  // before the read landed
+  p->access(0, ids({1}), Phase::decode, r);  // before the read landed
   EXPECT_EQ(r.misses, 1);
   EXPECT_TRUE(r.evicted.empty());  // it uses its reserved slot
   EXPECT_TRUE(p->contains({0, 1}));
@@ -150,7 +150,7 @@ TEST(CachePolicy, StaticPinsItsListAndAdmitsNothingElse) {
   EXPECT_TRUE(p->contains({1, 4}));
   EXPECT_FALSE(p->contains({0, 5}));  // did not fit
   AccessResult r;
-  p->access(0, ids({3, 6}), Phase::Decode, r);
+  p->access(0, ids({3, 6}), Phase::decode, r);
   EXPECT_EQ(r.hit, std::vector<uint8_t>({1, 0}));
   EXPECT_EQ(r.not_retained, ids({6}));
   EXPECT_FALSE(p->contains({0, 6}));

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "sim/trace_fixture.h"
+#include "trace/trace_fixture.h"
 
 namespace moetier::test {
 namespace {

@@ -12,8 +12,8 @@
 #include "sim/batches.h"
 #include "sim/hot_list.h"
 #include "sim/replay.h"
-#include "sim/trace_fixture.h"
-#include "telemetry/route_trace.h"
+#include "trace/route_trace.h"
+#include "trace/trace_fixture.h"
 
 namespace moetier::test {
 namespace {
@@ -21,11 +21,11 @@ namespace {
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 const sim::BatchedTrace& qwen() {
-  static const sim::BatchedTrace t = sim::make_batches(telemetry::read_route_trace(qwen_trace()));
+  static const sim::BatchedTrace t = sim::make_batches(trace::read_route_trace(qwen_trace()));
   return t;
 }
 const sim::BatchedTrace& gptoss() {
-  static const sim::BatchedTrace t = sim::make_batches(telemetry::read_route_trace(gptoss_trace()));
+  static const sim::BatchedTrace t = sim::make_batches(trace::read_route_trace(gptoss_trace()));
   return t;
 }
 
@@ -58,11 +58,11 @@ double recorded_hit_pct(const sim::BatchedTrace& t) {
 TEST(Replay, BatchesFollowTheRecordingEngine) {
   const sim::BatchedTrace& t = qwen();
   ASSERT_FALSE(t.steps.empty());
-  EXPECT_EQ(t.steps.front().phase, moe::Phase::Prefill);
-  // One prefill step of n_layer batches, then one step of n_layer batches per decode token.
-  EXPECT_EQ(t.steps.front().batch_end - t.steps.front().batch_begin, static_cast<uint32_t>(t.header.n_layer));
+  EXPECT_EQ(t.steps.front().phase, moe::Phase::prefill);
+  // One prefill step of n_moe_layers batches, then one step of n_moe_layers batches per decode token.
+  EXPECT_EQ(t.steps.front().batch_end - t.steps.front().batch_begin, static_cast<uint32_t>(t.header.n_moe_layers));
   EXPECT_EQ(static_cast<int64_t>(t.steps.size()), 1 + t.decode_tokens);
-  EXPECT_EQ(t.batches.size(), t.steps.size() * static_cast<size_t>(t.header.n_layer));
+  EXPECT_EQ(t.batches.size(), t.steps.size() * static_cast<size_t>(t.header.n_moe_layers));
   EXPECT_GT(t.prefill_tokens, 1);
 }
 

@@ -8,7 +8,7 @@
 
 #include "sim/batches.h"
 #include "sim/replay.h"
-#include "sim/trace_fixture.h"
+#include "trace/trace_fixture.h"
 
 namespace moetier::test {
 namespace {
@@ -21,16 +21,16 @@ double cpu_now() {
 }
 
 TEST(ReplaySpeed, TenThousandStepsFortyEightLayersTopEight) {
-  const telemetry::RouteTrace trace = synthetic_trace(48, 128, 8, 0, 10000, 3u << 20);
+  const trace::RouteTrace trace = synthetic_trace(48, 128, 8, 0, 10000, 3u << 20);
   double t0 = cpu_now();
   const std::string text = [&] {
-    std::string s = telemetry::format_route_header(trace.header);
-    for (const auto& r : trace.rows) telemetry::append_route_row(s, r);
+    std::string s = trace::format_route_header(trace.header);
+    for (const auto& r : trace.rows) trace::append_route_row(s, r);
     return s;
   }();
   const double write_s = cpu_now() - t0;
   t0 = cpu_now();
-  const telemetry::RouteTrace parsed = telemetry::parse_route_trace(text, "synthetic");
+  const trace::RouteTrace parsed = trace::parse_route_trace(text, "synthetic");
   const double parse_s = cpu_now() - t0;
   ASSERT_EQ(parsed.rows.size(), trace.rows.size());
   t0 = cpu_now();

@@ -8,15 +8,15 @@
 #include <gtest/gtest.h>
 
 #include "cli/run_cli.h"
-#include "model/eval.h"
-#include "telemetry/route_trace.h"
+#include "trace/route_trace.h"
+#include "util/json_file.h"
 
 namespace moetier {
 namespace {
 
 TEST(RouteTraceOracle, EveryStepAndLayerHasTheReferenceExperts) {
   const auto dir = test::oracle_dir();
-  const auto j = model::read_json_lenient(dir / "ref/micro-qwen3moe-F16.p1.json");
+  const auto j = util::read_json_lenient(dir / "ref/micro-qwen3moe-F16.p1.json");
   const auto n_prompt = static_cast<int64_t>(j["prompt_tokens"].size());
   const auto n_new = static_cast<int64_t>(j["greedy_tokens"].size());
   const auto trace_path = test::tmp_dir("telemetry_oracle") / "p1.route.csv";
@@ -26,7 +26,7 @@ TEST(RouteTraceOracle, EveryStepAndLayerHasTheReferenceExperts) {
                                  std::to_string(n_new) + " -p '" + j["prompt"].get<std::string>() + "' " + experts +
                                  " --route-trace '" + trace_path.string() + "'");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    const auto trace = telemetry::read_route_trace(trace_path);
+    const auto trace = trace::read_route_trace(trace_path);
     const auto& routing = j["routing"];
     ASSERT_EQ(static_cast<int64_t>(routing.size()), n_prompt + n_new - 1);  // the last sampled token is not run
     std::map<std::pair<int64_t, int32_t>, std::set<int32_t>> traced;

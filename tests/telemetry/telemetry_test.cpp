@@ -19,15 +19,18 @@
 #include "model/eval.h"
 #include "model/model.h"
 #include "telemetry/metrics_report.h"
-#include "telemetry/route_trace.h"
 #include "telemetry/run_metrics.h"
+#include "trace/route_trace.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace moetier {
 namespace {
 
 std::string model_path() { return (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string(); }
-nlohmann::json oracle_case() { return model::read_json_lenient(test::oracle_dir() / "ref/tiny-qwen3moe-Q4_K_M.p1.json"); }
+nlohmann::json oracle_case() {
+  return util::read_json_lenient(test::oracle_dir() / "ref/tiny-qwen3moe-Q4_K_M.p1.json");
+}
 std::string tmp(const std::string& name) { return (test::tmp_dir("telemetry") / name).string(); }
 
 std::string slurp(const std::string& path) {
@@ -294,10 +297,10 @@ TEST(RouteTrace, MatchesTheModelsRoutingAndReplays) {
   const auto path = tmp("p1.route.csv");
   const auto r = run(std::string(kStream) + "--route-trace '" + path + "'", kNew);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto trace = telemetry::read_route_trace(path);
+  const auto trace = trace::read_route_trace(path);
   EXPECT_EQ(trace.header.arch, "qwen3moe");
   EXPECT_EQ(trace.header.model, model_path());
-  ASSERT_EQ(trace.header.n_layer, 4);
+  ASSERT_EQ(trace.header.n_moe_layers, 4);
   EXPECT_EQ(trace.header.n_expert, 16);
   EXPECT_EQ(trace.header.n_expert_used, 4);
   ASSERT_EQ(trace.header.layers.size(), 4u);
@@ -319,10 +322,10 @@ TEST(RouteTrace, MatchesTheModelsRoutingAndReplays) {
       // The cache is empty when the prompt starts: a layer's first use of an expert is a miss that reads the
       // expert's bytes; a repeat within the prompt's batch reads nothing.
       const bool first = seen_in_prefill.insert({row.layer, row.expert}).second;
-      EXPECT_EQ(row.residency, first ? telemetry::Residency::Miss : telemetry::Residency::Hit);
+      EXPECT_EQ(row.residency, first ? trace::Residency::miss : trace::Residency::hit);
       EXPECT_EQ(row.expert_bytes, first ? trace.header.layers[static_cast<size_t>(row.layer)].expert_bytes : 0u);
     } else {
-      EXPECT_EQ(row.expert_bytes == 0, row.residency != telemetry::Residency::Miss);
+      EXPECT_EQ(row.expert_bytes == 0, row.residency != trace::Residency::miss);
     }
   }
   ASSERT_EQ(traced.size(), static_cast<size_t>(n_rows * 4));
@@ -362,10 +365,10 @@ TEST(RouteTrace, ResidentRowsAreHitsThatReadNothing) {
   const auto path = tmp("resident.route.csv");
   const auto r = run("--experts resident --route-trace '" + path + "'", 4);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto trace = telemetry::read_route_trace(path);
+  const auto trace = trace::read_route_trace(path);
   ASSERT_FALSE(trace.rows.empty());
   for (const auto& row : trace.rows) {
-    EXPECT_EQ(row.residency, telemetry::Residency::Hit);
+    EXPECT_EQ(row.residency, trace::Residency::hit);
     EXPECT_EQ(row.expert_bytes, 0u);
   }
 }

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <random>
 
-#include "telemetry/route_trace.h"
+#include "trace/route_trace.h"
 #include "test_support.h"
 
 namespace moetier::test {
@@ -16,15 +16,15 @@ inline std::filesystem::path gptoss_trace() { return traces_dir() / "gptoss.rout
 
 // A synthetic trace: `prompt` prefill tokens then `decode` decode tokens, top-k routing drawn from a skewed
 // (Zipf-like) distribution per layer so that caches see realistic reuse. Uniform expert_bytes.
-inline telemetry::RouteTrace synthetic_trace(int32_t n_layer, int32_t n_expert, int32_t top_k, int32_t prompt,
-                                             int32_t decode, uint64_t expert_bytes, uint32_t seed = 1) {
-  telemetry::RouteTrace t;
+inline trace::RouteTrace synthetic_trace(int32_t n_moe_layers, int32_t n_expert, int32_t top_k, int32_t prompt,
+                                         int32_t decode, uint64_t expert_bytes, uint32_t seed = 1) {
+  trace::RouteTrace t;
   t.header.model = "/synthetic/model.gguf";
   t.header.arch = "synthetic";
-  t.header.n_layer = n_layer;
+  t.header.n_moe_layers = n_moe_layers;
   t.header.n_expert = n_expert;
   t.header.n_expert_used = top_k;
-  t.header.layers.assign(static_cast<size_t>(n_layer), {expert_bytes, expert_bytes / 4});
+  t.header.layers.assign(static_cast<size_t>(n_moe_layers), {expert_bytes, expert_bytes / 4});
   std::mt19937 rng(seed);
   std::vector<double> w(static_cast<size_t>(n_expert));
   for (int32_t e = 0; e < n_expert; ++e) w[e] = 1.0 / (1.0 + e);
@@ -38,7 +38,7 @@ inline telemetry::RouteTrace synthetic_trace(int32_t n_layer, int32_t n_expert, 
       if (!dup) chosen.push_back(e);
     }
     for (int32_t s = 0; s < top_k; ++s) {
-      telemetry::TraceRow r;
+      trace::TraceRow r;
       r.turn = turn;
       r.phase = phase;
       r.step = step;
@@ -49,11 +49,11 @@ inline telemetry::RouteTrace synthetic_trace(int32_t n_layer, int32_t n_expert, 
       t.rows.push_back(r);
     }
   };
-  t.rows.reserve(static_cast<size_t>(prompt + decode) * n_layer * top_k);
-  for (int32_t l = 0; l < n_layer; ++l)
+  t.rows.reserve(static_cast<size_t>(prompt + decode) * n_moe_layers * top_k);
+  for (int32_t l = 0; l < n_moe_layers; ++l)
     for (int32_t p = 0; p < prompt; ++p) route(0, 0, p, l);
   for (int32_t d = 0; d < decode; ++d)
-    for (int32_t l = 0; l < n_layer; ++l) route(0, 1, prompt + d, l);
+    for (int32_t l = 0; l < n_moe_layers; ++l) route(0, 1, prompt + d, l);
   return t;
 }
 

@@ -6,6 +6,9 @@
 //   turn,phase,step,layer,slot,expert,weight,residency,expert_bytes
 //   one CSV row per routed (step, layer, slot); weight is %.6g or `nan`.
 // Other `#` lines are ignored by the reader. Rows may be in any order; the simulator groups them into batches.
+// `layer` everywhere is the MoE ordinal (0..L-1 over the layers with routed experts, not the block index), and L
+// counts MoE layers: the key `n_layer` is historical (the first engines had no dense layers) and is kept so that
+// recorded traces still read; TraceHeader calls it n_moe_layers.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-namespace moetier::telemetry {
+namespace moetier::trace {
 
 struct TraceLayer {
   uint64_t expert_bytes = 0;  // one expert's bytes across its gate, up and down tensors
@@ -26,24 +29,24 @@ struct TraceLayer {
 struct TraceHeader {
   std::string model;          // model path as recorded: everything between "model=" and " arch="
   std::string arch;           // GGUF architecture name, e.g. "qwen3moe"
-  int32_t n_layer = 0;        // layers with routed experts
+  int32_t n_moe_layers = 0;   // layers with routed experts (the file's `n_layer` key)
   int32_t n_expert = 0;       // experts per layer
   int32_t n_expert_used = 0;  // effective top-k of the run
-  std::vector<TraceLayer> layers;  // [n_layer]
+  std::vector<TraceLayer> layers;  // [n_moe_layers], by MoE ordinal
   friend bool operator==(const TraceHeader&, const TraceHeader&) = default;
 };
 
-enum class Residency : uint8_t { Miss = 0, Hit = 1, PrefetchedHit = 2 };
+enum class Residency : uint8_t { miss = 0, hit = 1, prefetched_hit = 2 };
 
 struct TraceRow {
   int32_t turn = 0;       // session turn
   uint8_t phase = 0;      // 0 = prefill, 1 = decode
   int64_t step = 0;       // absolute position in the context
-  int32_t layer = 0;
+  int32_t layer = 0;      // MoE ordinal, [0, n_moe_layers)
   int32_t slot = 0;       // rank in the router's order
   int32_t expert = 0;
   float weight = 0.0f;    // router weight; NaN when not recorded
-  Residency residency = Residency::Miss;
+  Residency residency = Residency::miss;
   uint64_t expert_bytes = 0;  // bytes actually read for this row (0 on a hit and on repeats within a batch)
 };
 
@@ -82,4 +85,4 @@ class RouteTraceWriter {
   std::string buf_;
 };
 
-}  // namespace moetier::telemetry
+}  // namespace moetier::trace

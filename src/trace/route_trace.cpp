@@ -1,4 +1,4 @@
-#include "telemetry/route_trace.h"
+#include "trace/route_trace.h"
 
 #include <charconv>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "util/error.h"
 
-namespace moetier::telemetry {
+namespace moetier::trace {
 
 namespace {
 
@@ -81,20 +81,22 @@ RouteTrace parse_route_trace(std::string_view text, std::string_view name) {
         if (arch == std::string_view::npos) fail("{}:{}: expected ' arch=' after the model path", name, c.line_no);
         h.model = std::string(line.substr(8, arch - 8));
         h.arch = std::string(find_value(line, "arch"));
-        h.n_layer = required_int<int32_t>(line, "n_layer", c);
+        h.n_moe_layers = required_int<int32_t>(line, "n_layer", c);
         h.n_expert = required_int<int32_t>(line, "n_expert", c);
         h.n_expert_used = required_int<int32_t>(line, "n_expert_used", c);
-        if (h.n_layer <= 0 || h.n_expert <= 0 || h.n_expert_used <= 0 || h.n_expert_used > h.n_expert) {
+        if (h.n_moe_layers <= 0 || h.n_expert <= 0 || h.n_expert_used <= 0 || h.n_expert_used > h.n_expert) {
           fail("{}:{}: expected n_layer > 0, n_expert > 0 and 0 < n_expert_used <= n_expert, got {}, {}, {}", name,
-               c.line_no, h.n_layer, h.n_expert, h.n_expert_used);
+               c.line_no, h.n_moe_layers, h.n_expert, h.n_expert_used);
         }
-        h.layers.assign(static_cast<size_t>(h.n_layer), TraceLayer{});
-        layer_seen.assign(static_cast<size_t>(h.n_layer), 0);
+        h.layers.assign(static_cast<size_t>(h.n_moe_layers), TraceLayer{});
+        layer_seen.assign(static_cast<size_t>(h.n_moe_layers), 0);
         seen_model = true;
       } else if (line.starts_with("# layer=")) {
         if (!seen_model) fail("{}:{}: layer line before the model line", name, c.line_no);
         const auto l = required_int<int32_t>(line, "layer", c);
-        if (l < 0 || l >= h.n_layer) fail("{}:{}: layer {} out of range [0, {})", name, c.line_no, l, h.n_layer);
+        if (l < 0 || l >= h.n_moe_layers) {
+          fail("{}:{}: layer {} out of range [0, {})", name, c.line_no, l, h.n_moe_layers);
+        }
         h.layers[l].expert_bytes = required_int<uint64_t>(line, "expert_bytes", c);
         h.layers[l].dense_bytes = required_int<uint64_t>(line, "dense_bytes", c);
         layer_seen[l] = 1;
@@ -128,8 +130,9 @@ RouteTrace parse_route_trace(std::string_view text, std::string_view name) {
     r.phase = static_cast<uint8_t>(phase);
     r.step = parse_int<int64_t>(f[2], c, "step");
     r.layer = parse_int<int32_t>(f[3], c, "layer");
-    if (r.layer < 0 || r.layer >= h.n_layer) fail("{}:{}: layer {} out of range [0, {})", name, c.line_no, r.layer,
-                                                  h.n_layer);
+    if (r.layer < 0 || r.layer >= h.n_moe_layers) {
+      fail("{}:{}: layer {} out of range [0, {})", name, c.line_no, r.layer, h.n_moe_layers);
+    }
     r.slot = parse_int<int32_t>(f[4], c, "slot");
     r.expert = parse_int<int32_t>(f[5], c, "expert");
     if (r.expert < 0 || r.expert >= h.n_expert) fail("{}:{}: expert {} out of range [0, {})", name, c.line_no,
@@ -171,8 +174,8 @@ std::string format_route_header(const TraceHeader& h) {
   std::string s;
   s += kVersionLine;
   s += '\n';
-  s += fmt::format("# model={} arch={} n_layer={} n_expert={} n_expert_used={}\n", h.model, h.arch, h.n_layer,
-                   h.n_expert, h.n_expert_used);
+  s += fmt::format("# model={} arch={} n_layer={} n_expert={} n_expert_used={}\n", h.model, h.arch,
+                   h.n_moe_layers, h.n_expert, h.n_expert_used);
   for (size_t l = 0; l < h.layers.size(); ++l) {
     s += fmt::format("# layer={} expert_bytes={} dense_bytes={}\n", l, h.layers[l].expert_bytes,
                      h.layers[l].dense_bytes);
@@ -260,4 +263,4 @@ void RouteTraceWriter::close() {
   if (out_.fail()) fail("{}: close failed", path_.string());
 }
 
-}  // namespace moetier::telemetry
+}  // namespace moetier::trace

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/trace_fixture.h"
-#include "telemetry/route_trace.h"
+#include "trace/route_trace.h"
+#include "trace/trace_fixture.h"
 #include "util/error.h"
 
 namespace moetier::test {
@@ -39,16 +39,16 @@ size_t count_data_rows(const std::string& text) {
 TEST(RouteTrace, ReadsSharedTraces) {
   for (const auto& path : {qwen_trace(), gptoss_trace()}) {
     SCOPED_TRACE(path.string());
-    const telemetry::RouteTrace t = telemetry::read_route_trace(path);
+    const trace::RouteTrace t = trace::read_route_trace(path);
     const std::string text = slurp(path);
     EXPECT_EQ(t.rows.size(), count_data_rows(text));
-    EXPECT_GT(t.header.n_layer, 0);
-    EXPECT_EQ(t.header.layers.size(), static_cast<size_t>(t.header.n_layer));
+    EXPECT_GT(t.header.n_moe_layers, 0);
+    EXPECT_EQ(t.header.layers.size(), static_cast<size_t>(t.header.n_moe_layers));
     EXPECT_FALSE(t.header.arch.empty());
     EXPECT_NE(text.find("arch=" + t.header.arch + " "), std::string::npos);
     for (const auto& l : t.header.layers) EXPECT_GT(l.expert_bytes, 0u);
     for (const auto& r : t.rows) {
-      ASSERT_LT(r.layer, t.header.n_layer);
+      ASSERT_LT(r.layer, t.header.n_moe_layers);
       ASSERT_LT(r.expert, t.header.n_expert);
       ASSERT_LT(r.slot, t.header.n_expert_used);
       // A read row reads exactly one expert of its layer.
@@ -60,26 +60,26 @@ TEST(RouteTrace, ReadsSharedTraces) {
 TEST(RouteTrace, SharedTraceWritesBackByteIdentical) {
   for (const auto& path : {qwen_trace(), gptoss_trace()}) {
     SCOPED_TRACE(path.string());
-    const telemetry::RouteTrace t = telemetry::read_route_trace(path);
-    const auto out = tmp_dir("sim") / ("roundtrip_" + path.filename().string());
-    telemetry::write_route_trace(out, t);
+    const trace::RouteTrace t = trace::read_route_trace(path);
+    const auto out = tmp_dir("trace") / ("roundtrip_" + path.filename().string());
+    trace::write_route_trace(out, t);
     EXPECT_EQ(slurp(out), slurp(path));
   }
 }
 
 TEST(RouteTrace, SyntheticRoundTripIsIdentical) {
-  telemetry::RouteTrace t = synthetic_trace(3, 16, 2, 5, 7, 12345);
+  trace::RouteTrace t = synthetic_trace(3, 16, 2, 5, 7, 12345);
   t.rows[1].weight = std::nanf("");
-  t.rows[2].residency = telemetry::Residency::PrefetchedHit;
+  t.rows[2].residency = trace::Residency::prefetched_hit;
   t.rows[3].expert_bytes = 12345;
   t.rows[4].turn = 2;
-  const auto out = tmp_dir("sim") / "synthetic.route.csv";
+  const auto out = tmp_dir("trace") / "synthetic.route.csv";
   {
-    telemetry::RouteTraceWriter w(out, t.header);
+    trace::RouteTraceWriter w(out, t.header);
     for (const auto& r : t.rows) w.add(r);
     w.close();
   }
-  const telemetry::RouteTrace back = telemetry::read_route_trace(out);
+  const trace::RouteTrace back = trace::read_route_trace(out);
   EXPECT_EQ(back.header, t.header);
   ASSERT_EQ(back.rows.size(), t.rows.size());
   for (size_t i = 0; i < t.rows.size(); ++i) {
@@ -103,7 +103,7 @@ TEST(RouteTrace, SyntheticRoundTripIsIdentical) {
 
 std::string error_of(const std::string& text) {
   try {
-    telemetry::parse_route_trace(text, "bad.csv");
+    trace::parse_route_trace(text, "bad.csv");
   } catch (const Error& e) {
     return e.what();
   }
