@@ -17,7 +17,7 @@ AdaptDecision decide_adapt(const AdaptTierInputs& in) {
   if (in.force_tuned) {
     d.tuned = true;
     d.reason = fmt::format("forced by --adapt-tuned (the cache holds {}% of the experts) -> {}", pct, params);
-  } else if (in.slow == SlowTier::Drive) {
+  } else if (in.slow == SlowTier::drive) {
     d.reason = "not applied, swaps would read the drive";
   } else if (!in_band) {
     d.reason = fmt::format("not applied, the cache holds {}% of the experts (tuned needs {:g}-{:g}%)", pct,

@@ -17,12 +17,12 @@
 
 namespace moetier::moe {
 
-enum class SlowTier : uint8_t { Ram, Drive };  // where the experts outside the fast tier live
+enum class SlowTier : uint8_t { ram, drive };  // where the experts outside the fast tier live
 
 struct AdaptTierInputs {
   int64_t fast_entries = 0;  // experts the fast tier (cache slots) holds
   int64_t total_entries = 0;  // all routed experts of the model (n_layer x n_expert)
-  SlowTier slow = SlowTier::Drive;
+  SlowTier slow = SlowTier::drive;
   bool force_tuned = false;  // --adapt-tuned
 };
 

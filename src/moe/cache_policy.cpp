@@ -11,14 +11,14 @@
 namespace moetier::moe {
 
 CachePolicy::CachePolicy(CacheConfig config) : cfg_(std::move(config)) {
-  if (cfg_.n_layer <= 0) fail("cache config: n_layer must be > 0, got {}", cfg_.n_layer);
+  if (cfg_.n_moe_layers <= 0) fail("cache config: n_moe_layers must be > 0, got {}", cfg_.n_moe_layers);
   if (cfg_.n_expert <= 0) fail("cache config: n_expert must be > 0, got {}", cfg_.n_expert);
   if (cfg_.n_expert_used < 0 || cfg_.n_expert_used > cfg_.n_expert) {
     fail("cache config: n_expert_used must be in [0, n_expert={}], got {}", cfg_.n_expert, cfg_.n_expert_used);
   }
-  if (cfg_.expert_bytes.size() != static_cast<size_t>(cfg_.n_layer)) {
+  if (cfg_.expert_bytes.size() != static_cast<size_t>(cfg_.n_moe_layers)) {
     fail("cache config: expert_bytes has {} entries, expected one per layer ({})", cfg_.expert_bytes.size(),
-         cfg_.n_layer);
+         cfg_.n_moe_layers);
   }
   for (size_t l = 0; l < cfg_.expert_bytes.size(); ++l) {
     if (cfg_.expert_bytes[l] == 0) fail("cache config: expert_bytes of layer {} is 0", l);
@@ -29,18 +29,18 @@ CachePolicy::CachePolicy(CacheConfig config) : cfg_(std::move(config)) {
   }
   const bool by_bytes = cfg_.capacity_bytes > 0;
   capacity_ = by_bytes ? cfg_.capacity_bytes : static_cast<uint64_t>(cfg_.capacity_entries);
-  weight_.resize(cfg_.n_layer);
-  for (int32_t l = 0; l < cfg_.n_layer; ++l) {
+  weight_.resize(cfg_.n_moe_layers);
+  for (int32_t l = 0; l < cfg_.n_moe_layers; ++l) {
     weight_[l] = by_bytes ? cfg_.expert_bytes[l] : 1;
     working_set_ += static_cast<uint64_t>(cfg_.n_expert_used) * weight_[l];
   }
   guard_ = cfg_.cliff_guard && cfg_.n_expert_used > 0 && capacity_ < working_set_;
-  quota_.assign(cfg_.n_layer, 0);
-  for (int32_t l = 0; l < cfg_.n_layer; ++l) {
-    quota_[l] = static_cast<int32_t>(capacity_ / static_cast<uint64_t>(cfg_.n_layer) / weight_[l]);
+  quota_.assign(cfg_.n_moe_layers, 0);
+  for (int32_t l = 0; l < cfg_.n_moe_layers; ++l) {
+    quota_[l] = static_cast<int32_t>(capacity_ / static_cast<uint64_t>(cfg_.n_moe_layers) / weight_[l]);
   }
-  layer_count_.assign(cfg_.n_layer, 0);
-  const size_t n = static_cast<size_t>(cfg_.n_layer) * static_cast<size_t>(cfg_.n_expert);
+  layer_count_.assign(cfg_.n_moe_layers, 0);
+  const size_t n = static_cast<size_t>(cfg_.n_moe_layers) * static_cast<size_t>(cfg_.n_expert);
   state_.assign(n, kAbsent);
   batch_mark_.assign(n, 0);
 }
@@ -97,7 +97,9 @@ void CachePolicy::drop(int32_t idx) {
 
 void CachePolicy::access(int32_t layer, std::span<const int32_t> experts, Phase phase, AccessResult& out) {
   out.clear();
-  if (layer < 0 || layer >= cfg_.n_layer) fail("expert cache: layer {} out of range [0, {})", layer, cfg_.n_layer);
+  if (layer < 0 || layer >= cfg_.n_moe_layers) {
+    fail("expert cache: MoE layer {} out of range [0, {})", layer, cfg_.n_moe_layers);
+  }
   next_batch();
   batch_layer_ = layer;
   batch_misses_.clear();

@@ -1,5 +1,5 @@
-// Which routed experts stay in the RAM expert cache: pure bookkeeping over (layer, expert) entries. It owns no
-// weight memory and does no I/O; it only decides hits, misses, evictions and background swaps. The trace
+// Which routed experts stay in the RAM expert cache: pure bookkeeping over (MoE layer, expert) entries. It owns
+// no weight memory and does no I/O; it only decides hits, misses, evictions and background swaps. The trace
 // simulator (src/sim) and the engine's streaming expert store drive the very same objects, so what the
 // simulator predicts is what the engine does.
 //
@@ -37,7 +37,7 @@
 // Cliff guard. Below one token's working set (sum over layers of n_expert_used × expert_bytes[layer]), plain
 // LRU over layer-ordered batches evicts each layer's experts before that layer comes round again, and the hit
 // rate is exactly 0. When the guard is enabled and the capacity is below the working set, each layer keeps a
-// protected quota of floor(capacity / n_layer / weight(layer)) entries that batches of OTHER layers cannot
+// protected quota of floor(capacity / n_moe_layers / weight(layer)) entries that batches of OTHER layers cannot
 // evict (a layer's own batches still can). Quotas sum to at most the capacity, so eviction can always
 // restore the budget from unprotected entries or from the batch's own layer.
 //
@@ -54,12 +54,12 @@
 namespace moetier::moe {
 
 struct ExpertKey {
-  int32_t layer = 0;
+  int32_t layer = 0;  // MoE ordinal (the layer-th block with routed experts), not the block index
   int32_t expert = 0;
   friend bool operator==(const ExpertKey&, const ExpertKey&) = default;
 };
 
-enum class Phase : uint8_t { Prefill = 0, Decode = 1 };
+enum class Phase : uint8_t { prefill = 0, decode = 1 };
 
 // Tunables of the policies; each policy reads only its own.
 struct PolicyParams {
@@ -89,10 +89,10 @@ struct PolicyParams {
 };
 
 struct CacheConfig {
-  int32_t n_layer = 0;        // layers with routed experts
+  int32_t n_moe_layers = 0;   // layers with routed experts (ExpertKey::layer is in [0, n_moe_layers))
   int32_t n_expert = 0;       // experts per layer
   int32_t n_expert_used = 0;  // top-k per token (for the working set / cliff guard); 0 = unknown, no guard
-  std::vector<uint64_t> expert_bytes;  // [n_layer] one expert's bytes (gate + up + down) in each layer
+  std::vector<uint64_t> expert_bytes;  // [n_moe_layers] one expert's bytes (gate + up + down) in each layer
   uint64_t capacity_bytes = 0;  // > 0: byte budget (entries weigh expert_bytes[layer])
   int64_t capacity_entries = 0;  // > 0: slot count (entries weigh 1); exactly one of the two must be set
   bool strict = false;           // strict capacity (engine slots) instead of the recording engine's budget rule
@@ -182,7 +182,7 @@ class CachePolicy {
   virtual void on_hit(int32_t idx, int32_t pos, Phase phase) = 0;       // resident entry looked up
   virtual void on_insert(int32_t idx, int32_t pos, Phase phase) = 0;    // miss became resident
   virtual void on_remove(int32_t idx) = 0;                              // evicted or swapped out
-  virtual void on_landed(int32_t idx) { on_insert(idx, -1, Phase::Decode); }  // a swap-in became resident
+  virtual void on_landed(int32_t idx) { on_insert(idx, -1, Phase::decode); }  // a swap-in became resident
   virtual void on_batch_begin(int32_t /*layer*/, std::span<const int32_t> /*experts*/, Phase) {}
   // Admission: a missed expert that returns false is used but never becomes resident (static, admission control).
   virtual bool admit(int32_t /*idx*/, Phase) { return true; }
@@ -197,17 +197,17 @@ class CachePolicy {
   void next_batch();
 
   CacheConfig cfg_;
-  std::vector<uint64_t> weight_;    // [n_layer] capacity units per entry
+  std::vector<uint64_t> weight_;    // [n_moe_layers] capacity units per entry
   uint64_t capacity_ = 0;           // capacity units
   uint64_t used_ = 0;               // capacity units held by resident + pending entries
   uint64_t resident_bytes_ = 0;
   int64_t resident_entries_ = 0;
   uint64_t working_set_ = 0;
   bool guard_ = false;
-  std::vector<int32_t> quota_;       // [n_layer] protected entries when the guard is engaged
-  std::vector<int32_t> layer_count_;  // [n_layer] resident + pending entries per layer
-  std::vector<uint8_t> state_;       // [n_layer * n_expert] kAbsent / kResident / kPending
-  std::vector<uint32_t> batch_mark_;  // [n_layer * n_expert] id of the last batch that touched the entry
+  std::vector<int32_t> quota_;       // [n_moe_layers] protected entries when the guard is engaged
+  std::vector<int32_t> layer_count_;  // [n_moe_layers] resident + pending entries per layer
+  std::vector<uint8_t> state_;       // [n_moe_layers * n_expert] kAbsent / kResident / kPending
+  std::vector<uint32_t> batch_mark_;  // [n_moe_layers * n_expert] id of the last batch that touched the entry
   uint32_t batch_id_ = 0;
   std::vector<int32_t> batch_misses_;  // indices admitted by the current batch, in batch order
   int32_t batch_layer_ = -1;

@@ -1,8 +1,8 @@
 // How the forward pass gets routed-expert weights: an interface, so that experts can stay in the file and be
 // streamed into a cache (see the streaming issue) while the resident implementation simply points into the mmap.
 //
-// Protocol. For one layer, the MoE block asks for the set of experts its tokens were routed to, all at once, and
-// receives them through ExpertConsumer::on_experts as they become available, in batches (every expert available
+// Protocol. For one MoE layer, the MoE block asks for the set of experts its tokens were routed to, all at once,
+// and receives them through ExpertConsumer::on_experts as they become available, in batches (every expert available
 // at that moment, so the block can compute them in one pass of its threads), in any order, on the calling
 // thread. fetch() returns after every requested expert has been delivered exactly once. A view is valid only
 // during its on_experts call: a cache may recycle the slot afterwards. The resident source delivers everything
@@ -11,19 +11,23 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "quant/matmul.h"
 
 namespace moetier::moe {
 
 // Shapes shared by every expert of a model (GGUF order of the stacked tensors: ffn_gate_exps/ffn_up_exps are
-// [n_embd, n_ff, n_expert], ffn_down_exps is [n_ff, n_embd, n_expert]).
+// [n_embd, n_ff, n_expert], ffn_down_exps is [n_ff, n_embd, n_expert]). A source indexes its layers by MoE
+// ordinal m in [0, n_moe_layers): the m-th block with routed experts, in ascending block order. The ordinal and
+// the block index agree only when every block is a MoE layer (DeepSeek and GLM keep dense leading blocks).
 struct ExpertShape {
-  int64_t n_layer = 0;   // layers with routed experts are 0..n_layer-1 (all layers for the supported models)
-  int64_t n_expert = 0;  // experts per layer
-  int64_t n_embd = 0;    // model width
-  int64_t n_ff = 0;      // expert hidden width
-  bool has_bias = false;  // gpt-oss: per-expert biases on gate, up and down
+  int64_t n_moe_layers = 0;  // blocks with routed experts
+  int64_t n_expert = 0;      // experts per MoE layer
+  int64_t n_embd = 0;        // model width
+  int64_t n_ff = 0;          // expert hidden width
+  bool has_bias = false;     // gpt-oss: per-expert biases on gate, up and down
+  std::vector<int64_t> moe_layers;  // [n_moe_layers]: block index (blk.N) of each MoE layer, ascending
 };
 
 // One expert's weights, as views.
@@ -49,7 +53,8 @@ class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
   virtual const ExpertShape& shape() const = 0;
-  // Deliver each expert of `experts` (distinct ids in [0, n_expert)) of `layer` to `consumer` once.
+  // Deliver each expert of `experts` (distinct ids in [0, n_expert)) of MoE layer `layer` (the MoE ordinal in
+  // [0, n_moe_layers), not the block index: block shape().moe_layers[layer]) to `consumer` once.
   // Must not allocate in steady state (it runs inside the forward pass).
   virtual void fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) = 0;
 };

@@ -25,9 +25,9 @@ ExpertStore::ExpertStore(const gguf::GgufModel& model) : model_(model), layout_(
     if (t->name.ends_with(kRoleSuffix[0])) gate0 = t;
   }
   if (gate0 == nullptr || gate0->n_dims != 3) {
-    fail("{}: layer {} has no 3-D ffn_gate_exps.weight", file, ls[0].layer);
+    fail("{}: blk.{} has no 3-D ffn_gate_exps.weight", file, ls[0].layer);
   }
-  shape_.n_layer = static_cast<int64_t>(ls.size());
+  shape_.n_moe_layers = static_cast<int64_t>(ls.size());
   shape_.n_expert = ls[0].n_expert;
   shape_.n_embd = gate0->ne[0];
   shape_.n_ff = gate0->ne[1];
@@ -35,14 +35,15 @@ ExpertStore::ExpertStore(const gguf::GgufModel& model) : model_(model), layout_(
   const std::array<std::array<int64_t, 3>, 6> want = {{{D, F, E}, {D, F, E}, {F, D, E}, {F, E, 1}, {F, E, 1}, {D, E, 1}}};
 
   layers_.resize(ls.size());
-  for (size_t il = 0; il < ls.size(); ++il) {
-    const LayerExperts& le = ls[il];
-    if (le.layer != static_cast<int64_t>(il)) {
-      fail("{}: layer {} has no routed experts; streaming needs every layer 0..{} to be a MoE layer", file, il,
-           ls.size() - 1);
+  shape_.moe_layers.reserve(ls.size());
+  for (size_t m = 0; m < ls.size(); ++m) {
+    const LayerExperts& le = ls[m];
+    shape_.moe_layers.push_back(le.layer);
+    if (le.n_expert != E) {
+      fail("{}: blk.{} has {} experts, blk.{} (the first MoE layer) has {}", file, le.layer, le.n_expert, ls[0].layer,
+           E);
     }
-    if (le.n_expert != E) fail("{}: layer {} has {} experts, layer 0 has {}", file, il, le.n_expert, E);
-    Layer& l = layers_[il];
+    Layer& l = layers_[m];
     l.expert_bytes = le.expert_bytes;
     uint64_t at = 0;
     unsigned seen = 0;
@@ -70,11 +71,16 @@ ExpertStore::ExpertStore(const gguf::GgufModel& model) : model_(model), layout_(
       l.region.push_back(at);
       at += io::round_up(t->n_bytes / static_cast<uint64_t>(E) + io::kPage - 1, io::kPage);
     }
-    if ((seen & 7u) != 7u) fail("{}: layer {} lacks one of ffn_{{gate,up,down}}_exps.weight", file, il);
+    if ((seen & 7u) != 7u) fail("{}: blk.{} lacks one of ffn_{{gate,up,down}}_exps.weight", file, le.layer);
     const bool bias = (seen & 0x38u) == 0x38u;
-    if ((seen & 0x38u) != 0 && !bias) fail("{}: layer {} has some but not all ffn_*_exps.bias tensors", file, il);
-    if (il == 0) shape_.has_bias = bias;
-    if (bias != shape_.has_bias) fail("{}: layer {} differs from layer 0 in having expert biases", file, il);
+    if ((seen & 0x38u) != 0 && !bias) {
+      fail("{}: blk.{} has some but not all ffn_*_exps.bias tensors", file, le.layer);
+    }
+    if (m == 0) shape_.has_bias = bias;
+    if (bias != shape_.has_bias) {
+      fail("{}: blk.{} differs from blk.{} (the first MoE layer) in having expert biases", file, le.layer,
+           ls[0].layer);
+    }
     slot_bytes_ = std::max(slot_bytes_, at);
   }
 }

@@ -36,10 +36,11 @@ class ExpertStore {
  public:
   static constexpr int kMaxSlices = 6;  // gate, up, down + three biases
 
-  // Derives the expert shape from the stacked tensors (gate [n_embd, n_ff, n_expert]) and checks that every
-  // layer 0..n_layer-1 has the same routed experts (gate, up, down, and either all or none of the biases) with
+  // Derives the expert shape from the stacked tensors (gate [n_embd, n_ff, n_expert]) and the MoE layers from
+  // ExpertLayout::from_model (the blocks that have them; dense blocks may come anywhere, e.g. first), and checks
+  // that every MoE layer has the same routed experts (gate, up, down, and either all or none of the biases) with
   // consistent shapes; throws moetier::Error naming the tensor otherwise, or when the model has no routed
-  // experts. `model` must outlive the store.
+  // experts. `model` must outlive the store. Every `layer` below is a MoE ordinal in [0, n_moe_layers).
   explicit ExpertStore(const gguf::GgufModel& model);
 
   const ExpertShape& shape() const { return shape_; }
@@ -65,7 +66,7 @@ class ExpertStore {
   const gguf::GgufModel& model_;
   ExpertLayout layout_;
   ExpertShape shape_;
-  std::vector<Layer> layers_;  // [n_layer]
+  std::vector<Layer> layers_;  // [n_moe_layers]
   uint64_t slot_bytes_ = 0;
 };
 

@@ -19,7 +19,7 @@ std::string_view placement_name(Placement p) {
   switch (p) {
     case Placement::resident: return "resident";
     case Placement::stream: return "stream";
-    case Placement::auto_: return "auto";
+    case Placement::automatic: return "auto";
   }
   return "?";
 }
@@ -27,7 +27,7 @@ std::string_view placement_name(Placement p) {
 Placement parse_placement(std::string_view s) {
   if (s == "resident") return Placement::resident;
   if (s == "stream") return Placement::stream;
-  if (s == "auto") return Placement::auto_;
+  if (s == "auto") return Placement::automatic;
   fail("unknown placement '{}' (expected resident, stream or auto)", s);
 }
 

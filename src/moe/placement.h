@@ -9,7 +9,7 @@
 
 namespace moetier::moe {
 
-enum class Placement { resident, stream, auto_ };
+enum class Placement { resident, stream, automatic };  // automatic: the flag value "auto" (a keyword in C++)
 std::string_view placement_name(Placement p);  // "resident", "stream", "auto"
 // "resident" / "stream" / "auto"; throws moetier::Error naming the value and the choices otherwise.
 Placement parse_placement(std::string_view s);

@@ -2,24 +2,39 @@
 
 #include <cassert>
 
-#include "model/tensor_binding.h"
+#include <fmt/ranges.h>
+
+#include "gguf/tensor_binder.h"
+#include "moe/expert_layout.h"
+#include "util/error.h"
 
 namespace moetier::moe {
 
 ResidentExperts::ResidentExperts(const gguf::GgufModel& model, const ExpertShape& shape) : shape_(shape) {
-  const model::TensorBinder bind(model);
+  shape_.moe_layers.clear();
+  const ExpertLayout layout = ExpertLayout::from_model(model);
+  for (const LayerExperts& le : layout.layers()) shape_.moe_layers.push_back(le.layer);
+  if (static_cast<int64_t>(shape_.moe_layers.size()) != shape.n_moe_layers ||
+      (!shape.moe_layers.empty() && shape.moe_layers != shape_.moe_layers)) {
+    fail("{}: the blocks with routed experts (blk.N.ffn_*_exps tensors) are [{}], the model expects {} MoE layers "
+         "[{}]",
+         model.path().string(), fmt::join(shape_.moe_layers, ", "), shape.n_moe_layers,
+         fmt::join(shape.moe_layers, ", "));
+  }
+  const gguf::TensorBinder bind(model);
   const int64_t E = shape.n_expert, D = shape.n_embd, F = shape.n_ff;
-  layers_.resize(static_cast<size_t>(shape.n_layer));
+  layers_.resize(static_cast<size_t>(shape.n_moe_layers));
   batch_.resize(static_cast<size_t>(E));
-  for (int64_t il = 0; il < shape.n_layer; ++il) {
-    Layer& l = layers_[static_cast<size_t>(il)];
-    l.gate = bind.matrix_stack(model::block_tensor(il, "ffn_gate_exps.weight"), D, F, E);
-    l.up = bind.matrix_stack(model::block_tensor(il, "ffn_up_exps.weight"), D, F, E);
-    l.down = bind.matrix_stack(model::block_tensor(il, "ffn_down_exps.weight"), F, D, E);
+  for (size_t m = 0; m < layers_.size(); ++m) {
+    const int64_t il = shape_.moe_layers[m];  // block index
+    Layer& l = layers_[m];
+    l.gate = bind.matrix_stack(gguf::block_tensor(il, "ffn_gate_exps.weight"), D, F, E);
+    l.up = bind.matrix_stack(gguf::block_tensor(il, "ffn_up_exps.weight"), D, F, E);
+    l.down = bind.matrix_stack(gguf::block_tensor(il, "ffn_down_exps.weight"), F, D, E);
     if (shape.has_bias) {
-      l.gate_bias = bind.f32_in_place(model::block_tensor(il, "ffn_gate_exps.bias"), {F, E});
-      l.up_bias = bind.f32_in_place(model::block_tensor(il, "ffn_up_exps.bias"), {F, E});
-      l.down_bias = bind.f32_in_place(model::block_tensor(il, "ffn_down_exps.bias"), {D, E});
+      l.gate_bias = bind.f32_in_place(gguf::block_tensor(il, "ffn_gate_exps.bias"), {F, E});
+      l.up_bias = bind.f32_in_place(gguf::block_tensor(il, "ffn_up_exps.bias"), {F, E});
+      l.down_bias = bind.f32_in_place(gguf::block_tensor(il, "ffn_down_exps.bias"), {D, E});
     }
   }
 }
@@ -37,7 +52,7 @@ quant::WeightView slice(const quant::WeightView& stack, int64_t e, int64_t rows)
 }  // namespace
 
 ExpertWeights ResidentExperts::expert(int64_t layer, int32_t e) const {
-  assert(layer >= 0 && layer < shape_.n_layer && e >= 0 && e < shape_.n_expert);
+  assert(layer >= 0 && layer < shape_.n_moe_layers && e >= 0 && e < shape_.n_expert);
   const Layer& l = layers_[static_cast<size_t>(layer)];
   const int64_t D = shape_.n_embd, F = shape_.n_ff;
   ExpertWeights w;

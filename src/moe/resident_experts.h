@@ -11,9 +11,11 @@ namespace moetier::moe {
 
 class ResidentExperts final : public ExpertSource {
  public:
-  // Binds blk.L.ffn_{gate,up,down}_exps.weight (and .bias when shape.has_bias) for L < shape.n_layer, checking
-  // each shape against `shape`; throws moetier::Error naming the tensor with expected and found shapes.
-  // `model` must outlive this object.
+  // Binds blk.N.ffn_{gate,up,down}_exps.weight (and .bias when shape.has_bias) of every MoE layer, the blocks
+  // ExpertLayout::from_model finds routed experts in, checking each shape against `shape`; throws
+  // moetier::Error naming the tensor with expected and found shapes, or naming the file when its MoE layers are
+  // not shape.n_moe_layers or (when given) not shape.moe_layers. shape().moe_layers is the file's.
+  // `model` must outlive this object. Every `layer` below is a MoE ordinal in [0, n_moe_layers).
   ResidentExperts(const gguf::GgufModel& model, const ExpertShape& shape);
 
   const ExpertShape& shape() const override { return shape_; }
@@ -31,7 +33,7 @@ class ResidentExperts final : public ExpertSource {
     const float* down_bias = nullptr;  // [n_expert, n_embd]
   };
   ExpertShape shape_;
-  std::vector<Layer> layers_;
+  std::vector<Layer> layers_;  // [n_moe_layers]
   std::vector<ExpertWeights> batch_;  // [n_expert]: the views of one fetch, delivered as one batch
 };
 

@@ -32,6 +32,21 @@ struct StreamCounters {
     swap_bytes += o.swap_bytes;
     return *this;
   }
+  // The counts since `o` was taken, when *this is a later snapshot of the same counters (a step's delta).
+  StreamCounters& operator-=(const StreamCounters& o) {
+    hits -= o.hits;
+    misses -= o.misses;
+    evictions -= o.evictions;
+    bytes_read -= o.bytes_read;
+    reread_bytes -= o.reread_bytes;
+    io_ms -= o.io_ms;
+    stall_ms -= o.stall_ms;
+    mgmt_ms -= o.mgmt_ms;
+    swaps -= o.swaps;
+    swap_bytes -= o.swap_bytes;
+    return *this;
+  }
+  friend StreamCounters operator-(StreamCounters a, const StreamCounters& b) { return a -= b; }
 };
 
 }  // namespace moetier::moe

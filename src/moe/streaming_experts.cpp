@@ -32,9 +32,13 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
     : model_(model), opts_(opts), store_(model), files_(shard_paths(model), io::FileOptions{opts.direct, opts.log}) {
   const ExpertShape& sh = store_.shape();
   const auto E = static_cast<size_t>(sh.n_expert);
-  const size_t n_keys = static_cast<size_t>(sh.n_layer) * E;
+  const size_t n_keys = static_cast<size_t>(sh.n_moe_layers) * E;
   if (opts.lanes < 1) fail("read lanes must be at least 1, got {}", opts.lanes);
   if (opts.working_slots < 0) fail("working slots must be at least 1, got {}", opts.working_slots);
+  if (opts.n_expert_used < 0 || opts.n_expert_used > sh.n_expert) {
+    fail("{}: n_expert_used {} is out of range, expected 0..{} (0: the file's expert_used_count)",
+         model.path().string(), opts.n_expert_used, sh.n_expert);
+  }
   const int n_working = opts.working_slots > 0 ? opts.working_slots : std::max(4, 2 * opts.lanes);
   const int64_t n_cache = std::min<int64_t>(static_cast<int64_t>(opts.cache_bytes / store_.slot_bytes()),
                                             static_cast<int64_t>(n_keys));
@@ -49,11 +53,12 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
 
   if (n_cache > 0) {
     CacheConfig cc;
-    cc.n_layer = static_cast<int32_t>(sh.n_layer);
+    cc.n_moe_layers = static_cast<int32_t>(sh.n_moe_layers);
     cc.n_expert = static_cast<int32_t>(sh.n_expert);
     const std::string arch = model.architecture();
-    cc.n_expert_used = static_cast<int32_t>(model.metadata().get_uint_or(arch + ".expert_used_count", 0));
-    for (int64_t l = 0; l < sh.n_layer; ++l) cc.expert_bytes.push_back(store_.expert_bytes(l));
+    const int64_t file_k = static_cast<int64_t>(model.metadata().get_uint_or(arch + ".expert_used_count", 0));
+    cc.n_expert_used = static_cast<int32_t>(opts.n_expert_used > 0 ? opts.n_expert_used : file_k);
+    for (int64_t l = 0; l < sh.n_moe_layers; ++l) cc.expert_bytes.push_back(store_.expert_bytes(l));
     cc.capacity_entries = n_cache;
     cc.strict = true;
     cc.params = opts.policy_params;
@@ -69,15 +74,16 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
   read_before_.assign(n_keys, 0);
   jobs_.resize(E);
   hits_.resize(E);
+  retained_.resize(E);
+  once_.resize(E);
   batch_.resize(E);
   batch_ids_.resize(E);
   waiting_.resize(E);
   ready_.resize(E);
   free_working_.reserve(static_cast<size_t>(n_working));
   for (int w = n_working; w-- > 0;) free_working_.push_back(w);
-  layer_misses_.assign(static_cast<size_t>(sh.n_layer), 0);
-  swap_state_.assign(n_keys, 0);
-  swap_queue_.reserve(static_cast<size_t>(n_cache));
+  moe_layer_misses_.assign(static_cast<size_t>(sh.n_moe_layers), 0);
+  swaps_ = SwapQueue(n_keys, static_cast<size_t>(n_cache));
   swap_jobs_.resize(static_cast<size_t>(opts.lanes));  // every job in flight holds at least one slice (lane)
   plan_.load.reserve(static_cast<size_t>(n_cache));
   plan_.evict.reserve(static_cast<size_t>(n_cache));
@@ -131,165 +137,16 @@ void StreamingExperts::finish_job(int64_t layer, Job& job) {
 
 void StreamingExperts::fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) {
   if (!error_.empty()) fail("{}", error_);
-  assert(layer >= 0 && layer < store_.shape().n_layer &&
+  assert(layer >= 0 && layer < store_.shape().n_moe_layers &&
          experts.size() <= static_cast<size_t>(store_.shape().n_expert));
-  const auto t0 = Clock::now();
-  n_jobs_ = 0;
-  n_ready_ = 0;
-  waiting_head_ = 0;
-  waiting_n_ = 0;
-  fg_outstanding_ = 0;
-  size_t n_hits = 0;
-  double swap_wait_ms = 0.0;  // stall on swaps already in flight, counted as stall rather than bookkeeping
-
-  // 1. Bookkeeping: which experts hit, which slots are freed, where each miss goes. Swaps that landed since the
-  // last call become resident first, so a lookup only misses a swap whose read is really still running.
-  if (policy_) {
-    reap_swaps();
-    if (!error_.empty()) fail("{}", error_);
-    policy_->access(static_cast<int32_t>(layer), experts, phase_, access_);
-    for (const ExpertKey& k : access_.evicted) {
-      int32_t& s = slot_of_[key(k.layer, k.expert)];
-      assert(s >= 0 && "the policy evicted an entry that has no slot");
-      free_slots_.push_back(s);
-      s = -1;
-    }
-    totals_.evictions += access_.evicted.size();
-    totals_.hits += static_cast<uint64_t>(access_.hits);
-    totals_.misses += static_cast<uint64_t>(access_.misses);
-    layer_misses_[static_cast<size_t>(layer)] += static_cast<uint64_t>(access_.misses);
-  } else {
-    totals_.misses += experts.size();
-    layer_misses_[static_cast<size_t>(layer)] += experts.size();
-  }
-  if (policy_ && n_swap_jobs_ > 0) {
-    // Misses whose background read is running into their reserved slot: wait for those reads (only swaps are
-    // outstanding before this fetch submits its own) rather than reading the experts twice. Marked 3 below.
-    const auto tw = Clock::now();
-    for (size_t i = 0; i < experts.size(); ++i) {
-      const size_t k = key(layer, experts[i]);
-      if (access_.hit[i] != 0 || swap_state_[k] != 2) continue;
-      wait_swap(k);
-      swap_state_[k] = 3;
-    }
-    swap_wait_ms = ms_since(tw);
-    totals_.stall_ms += swap_wait_ms;
-    if (!error_.empty()) {
-      for (int32_t e : experts) {
-        if (swap_state_[key(layer, e)] == 3) swap_state_[key(layer, e)] = 0;
-      }
-      fail("{}", error_);
-    }
-  }
-  for (size_t i = 0; i < experts.size(); ++i) {
-    const int32_t e = experts[i];
-    const size_t k = key(layer, e);
-    if (policy_ && access_.hit[i] != 0) {
-      assert(slot_of_[k] >= 0);
-      hits_[n_hits++] = e;
-      continue;
-    }
-    const bool retained = policy_ && policy_->contains({static_cast<int32_t>(layer), e});
-    if (policy_ && swap_state_[k] == 3) {  // its swap landed while this fetch waited: the slot holds it
-      swap_state_[k] = 0;
-      if (retained) {
-        hits_[n_hits++] = e;
-      } else {  // used once and not kept: deliver now, before any read can reuse the slot
-        consumer.on_expert(e, store_.view(layer, e, arena_.slot(slot_of_[k])));
-        free_slot(k);
-      }
-      continue;
-    }
-    if (policy_ && swap_state_[k] == 1) unqueue_swap(k);  // taken over by this fetch: its slot stays reserved
-    if (retained) {
-      if (slot_of_[k] < 0) {
-        assert(!free_slots_.empty() && "strict capacity keeps the residents within the slots");
-        slot_of_[k] = free_slots_.back();
-        free_slots_.pop_back();
-      }
-      start_job(layer, e, arena_.slot(slot_of_[k]), -1);
-    } else {
-      if (slot_of_[k] >= 0) free_slot(k);  // a queued swap the strict capacity gave up
-      waiting_[waiting_n_++] = e;
-    }
-  }
-  start_waiting(layer);
-  totals_.mgmt_ms += ms_since(t0) - swap_wait_ms;
-
-  // 2. Deliveries. Hits first while the reads run (overlap), otherwise after the first round of reads.
-  bool hits_delivered = false;
-  auto deliver_hits = [&] {
-    for (size_t i = 0; i < n_hits; ++i) {
-      const int32_t e = hits_[i];
-      batch_[i] = store_.view(layer, e, arena_.slot(slot_of_[key(layer, e)]));
-    }
-    hits_delivered = true;
-    if (n_hits > 0) {
-      consumer.on_experts(std::span<const int32_t>(hits_.data(), n_hits),
-                          std::span<const ExpertWeights>(batch_.data(), n_hits));
-    }
-  };
+  // Planning issues no read, so when it throws (a swap read failed: the store is poisoned already) nothing of
+  // this fetch is in flight.
+  plan_fetch(layer, experts);
   try {
-    if (opts_.overlap) deliver_hits();
-    // One landed read. A slice of a foreground job: when it is the job's last, the job joins ready_.
-    const auto on_read = [&](const io::ReadDone& d) {
-      if ((d.tag & kSwapTag) != 0) {
-        on_swap_read(d);
-        return;
-      }
-      --fg_outstanding_;
-      totals_.io_ms += d.ms;
-      if (d.result > 0) totals_.bytes_read += static_cast<uint64_t>(d.result);
-      Job& job = jobs_[d.tag >> kTagShift];
-      const int s = static_cast<int>(d.tag & ((1u << kTagShift) - 1));
-      const SliceRead r = store_.slice_read(layer, job.expert, s);
-      if (d.result < 0 || static_cast<uint64_t>(d.result) < r.need) {
-        if (error_.empty()) {
-          error_ = fmt::format("expert {} of layer {}: {}", job.expert, layer,
-                               files_.describe_failure(r.shard, r.file_offset, r.length, d.result));
-        }
-        return;  // keep collecting the reads in flight; they target our slots
-      }
-      if (--job.remaining > 0 || !error_.empty()) return;
-      ready_[n_ready_++] = static_cast<int32_t>(d.tag >> kTagShift);
-    };
-    // The jobs in ready_ as one batch (one pass of the consumer's threads), then their working slots recycled,
-    // which starts reads that were waiting for one.
-    const auto deliver_ready = [&] {
-      const size_t n = n_ready_;
-      n_ready_ = 0;
-      for (size_t i = 0; i < n; ++i) {
-        const Job& landed = jobs_[static_cast<size_t>(ready_[i])];
-        batch_ids_[i] = landed.expert;
-        batch_[i] = store_.view(layer, landed.expert, landed.slot);
-      }
-      if (n > 0) {
-        consumer.on_experts(std::span<const int32_t>(batch_ids_.data(), n),
-                            std::span<const ExpertWeights>(batch_.data(), n));
-      }
-      for (size_t i = 0; i < n; ++i) finish_job(layer, jobs_[static_cast<size_t>(ready_[i])]);
-    };
-    while (fg_outstanding_ > 0) {
-      const auto tw = Clock::now();
-      const io::ReadDone d = engine_->wait();
-      totals_.stall_ms += ms_since(tw);
-      on_read(d);
-      if (opts_.overlap) {
-        // Whatever else has landed meanwhile joins the batch.
-        io::ReadDone more;
-        while (engine_->try_wait(more)) on_read(more);
-        if (error_.empty()) deliver_ready();
-      } else if (fg_outstanding_ == 0 && error_.empty()) {
-        // End of a round: deliver what landed, then recycle its working slots for the next round.
-        if (!hits_delivered) deliver_hits();
-        deliver_ready();
-      }
-    }
-    if (!error_.empty()) fail("{}", error_);
-    if (!hits_delivered) deliver_hits();
+    deliver_fetch(layer, consumer);
     // Once per forward pass, after its last reads: a model file written, resized or replaced under the run stops
     // it here, before the logits those reads fed are used (reads of rewritten bytes do not fail).
-    if (layer + 1 == store_.shape().n_layer) files_.check_unchanged();
+    if (layer + 1 == store_.shape().n_moe_layers) files_.check_unchanged();
     if (policy_) {
       const auto tm = Clock::now();
       issue_swaps();  // the fetch's own reads are done: the lanes are idle until the next fetch
@@ -304,6 +161,196 @@ void StreamingExperts::fetch(int64_t layer, std::span<const int32_t> experts, Ex
     if (error_.empty()) error_ = "an expert fetch was interrupted by an exception; the expert cache is unusable";
     throw;
   }
+}
+
+// Which experts hit, which slots are freed and where each miss goes: hits_ (delivered from their slots),
+// retained_ (read into the cache slot assigned here), once_ (landed swaps delivered from a slot given up here)
+// and waiting_ (read into working slots). The policy's lookup, the evictions and the counters happen here; swaps
+// that landed since the last call become resident first, so a lookup only misses a swap whose read is really
+// still running.
+void StreamingExperts::plan_fetch(int64_t layer, std::span<const int32_t> experts) {
+  const auto t0 = Clock::now();
+  n_jobs_ = 0;
+  n_ready_ = 0;
+  n_hits_ = 0;
+  n_retained_ = 0;
+  n_once_ = 0;
+  waiting_head_ = 0;
+  waiting_n_ = 0;
+  fg_outstanding_ = 0;
+  double swap_wait_ms = 0.0;  // stall on swaps already in flight, counted as stall rather than bookkeeping
+  if (policy_) {
+    reap_swaps();
+    if (!error_.empty()) fail("{}", error_);
+    policy_->access(static_cast<int32_t>(layer), experts, phase_, access_);
+    for (const ExpertKey& k : access_.evicted) {
+      int32_t& s = slot_of_[key(k.layer, k.expert)];
+      assert(s >= 0 && "the policy evicted an entry that has no slot");
+      free_slots_.push_back(s);
+      s = -1;
+    }
+    totals_.evictions += access_.evicted.size();
+    totals_.hits += static_cast<uint64_t>(access_.hits);
+    totals_.misses += static_cast<uint64_t>(access_.misses);
+    moe_layer_misses_[static_cast<size_t>(layer)] += static_cast<uint64_t>(access_.misses);
+  } else {
+    totals_.misses += experts.size();
+    moe_layer_misses_[static_cast<size_t>(layer)] += experts.size();
+  }
+  if (policy_ && n_swap_jobs_ > 0) swap_wait_ms = take_in_flight_swaps(layer, experts);
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int32_t e = experts[i];
+    const size_t k = key(layer, e);
+    if (policy_ && access_.hit[i] != 0) {
+      assert(slot_of_[k] >= 0);
+      hits_[n_hits_++] = e;
+      continue;
+    }
+    const bool retained = policy_ && policy_->contains({static_cast<int32_t>(layer), e});
+    if (policy_ && swaps_.release(k)) {  // its swap landed while this fetch waited: the slot holds it
+      if (retained) {
+        hits_[n_hits_++] = e;
+      } else {  // used once and not kept: delivered before any read can reuse the slot given up here
+        once_[n_once_++] = Once{e, slot_of_[k]};
+        free_slot(k);
+      }
+      continue;
+    }
+    if (policy_) swaps_.remove(k);  // a queued swap taken over by this fetch: its slot stays reserved
+    if (retained) {
+      if (slot_of_[k] < 0) {
+        assert(!free_slots_.empty() && "strict capacity keeps the residents within the slots");
+        slot_of_[k] = free_slots_.back();
+        free_slots_.pop_back();
+      }
+      retained_[n_retained_++] = e;
+    } else {
+      if (slot_of_[k] >= 0) free_slot(k);  // a queued swap the strict capacity gave up
+      waiting_[waiting_n_++] = e;
+    }
+  }
+  totals_.mgmt_ms += ms_since(t0) - swap_wait_ms;
+}
+
+// Misses whose background read is running into their reserved slot: waits for those reads (only swaps are
+// outstanding before this fetch submits its own) rather than reading the experts twice, and marks them taken.
+// Throws when a swap read failed, with no expert left taken.
+double StreamingExperts::take_in_flight_swaps(int64_t layer, std::span<const int32_t> experts) {
+  const auto tw = Clock::now();
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const size_t k = key(layer, experts[i]);
+    if (access_.hit[i] != 0 || swaps_.state(k) != SwapState::in_flight) continue;
+    wait_swap(k);
+    swaps_.take(k);
+  }
+  const double waited = ms_since(tw);
+  totals_.stall_ms += waited;
+  if (!error_.empty()) {
+    for (int32_t e : experts) swaps_.release(key(layer, e));
+    fail("{}", error_);
+  }
+  return waited;
+}
+
+// Carries out the plan: the once_ experts first (their slots may be read into next), then the reads, then the
+// hits (at once with overlap, while the reads run; otherwise after the first round of reads) and the landed reads
+// in batches. After a failed read it keeps collecting the reads in flight (they target our slots), delivers
+// nothing more and throws.
+void StreamingExperts::deliver_fetch(int64_t layer, ExpertConsumer& consumer) {
+  for (size_t i = 0; i < n_once_; ++i) {
+    consumer.on_expert(once_[i].expert, store_.view(layer, once_[i].expert, arena_.slot(once_[i].slot)));
+  }
+  issue_reads(layer);
+  bool hits_delivered = false;
+  if (opts_.overlap) {
+    deliver_hits(layer, consumer);
+    hits_delivered = true;
+  }
+  while (fg_outstanding_ > 0) {
+    const auto tw = Clock::now();
+    const io::ReadDone d = engine_->wait();
+    totals_.stall_ms += ms_since(tw);
+    on_read(layer, d);
+    if (opts_.overlap) {
+      // Whatever else has landed meanwhile joins the batch.
+      io::ReadDone more;
+      while (engine_->try_wait(more)) on_read(layer, more);
+      if (error_.empty()) deliver_ready(layer, consumer);
+    } else if (fg_outstanding_ == 0 && error_.empty()) {
+      // End of a round: deliver what landed, then recycle its working slots for the next round.
+      if (!hits_delivered) {
+        deliver_hits(layer, consumer);
+        hits_delivered = true;
+      }
+      deliver_ready(layer, consumer);
+    }
+  }
+  if (!error_.empty()) fail("{}", error_);
+  if (!hits_delivered) deliver_hits(layer, consumer);
+}
+
+// Every miss's read at once: the retained ones into their cache slots, then the others into working slots while
+// one is free (the rest start as delivered jobs recycle theirs). Counted as bookkeeping, as issue_swaps is.
+void StreamingExperts::issue_reads(int64_t layer) {
+  const auto t0 = Clock::now();
+  for (size_t i = 0; i < n_retained_; ++i) {
+    const int32_t e = retained_[i];
+    start_job(layer, e, arena_.slot(slot_of_[key(layer, e)]), -1);
+  }
+  start_waiting(layer);
+  totals_.mgmt_ms += ms_since(t0);
+}
+
+void StreamingExperts::deliver_hits(int64_t layer, ExpertConsumer& consumer) {
+  if (n_hits_ == 0) return;
+  for (size_t i = 0; i < n_hits_; ++i) {
+    const int32_t e = hits_[i];
+    batch_[i] = store_.view(layer, e, arena_.slot(slot_of_[key(layer, e)]));
+  }
+  consumer.on_experts(std::span<const int32_t>(hits_.data(), n_hits_),
+                      std::span<const ExpertWeights>(batch_.data(), n_hits_));
+}
+
+// One landed read. A slice of a foreground job: when it is the job's last, the job joins ready_. A failed or
+// short one poisons the store (error_); the first failure is the one reported.
+void StreamingExperts::on_read(int64_t layer, const io::ReadDone& d) {
+  if ((d.tag & kSwapTag) != 0) {
+    on_swap_read(d);
+    return;
+  }
+  --fg_outstanding_;
+  totals_.io_ms += d.ms;
+  if (d.result > 0) totals_.bytes_read += static_cast<uint64_t>(d.result);
+  Job& job = jobs_[d.tag >> kTagShift];
+  const int s = static_cast<int>(d.tag & kSliceMask);
+  const SliceRead r = store_.slice_read(layer, job.expert, s);
+  if (d.result < 0 || static_cast<uint64_t>(d.result) < r.need) {
+    if (error_.empty()) {
+      error_ = fmt::format("expert {} of MoE layer {} (blk.{}): {}", job.expert, layer,
+                           store_.shape().moe_layers[static_cast<size_t>(layer)],
+                           files_.describe_failure(r.shard, r.file_offset, r.length, d.result));
+    }
+    return;
+  }
+  if (--job.remaining > 0 || !error_.empty()) return;
+  ready_[n_ready_++] = static_cast<int32_t>(d.tag >> kTagShift);
+}
+
+// The jobs in ready_ as one batch (one pass of the consumer's threads), then their working slots recycled, which
+// starts reads that were waiting for one.
+void StreamingExperts::deliver_ready(int64_t layer, ExpertConsumer& consumer) {
+  const size_t n = n_ready_;
+  n_ready_ = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Job& landed = jobs_[static_cast<size_t>(ready_[i])];
+    batch_ids_[i] = landed.expert;
+    batch_[i] = store_.view(layer, landed.expert, landed.slot);
+  }
+  if (n > 0) {
+    consumer.on_experts(std::span<const int32_t>(batch_ids_.data(), n),
+                        std::span<const ExpertWeights>(batch_.data(), n));
+  }
+  for (size_t i = 0; i < n; ++i) finish_job(layer, jobs_[static_cast<size_t>(ready_[i])]);
 }
 
 StreamCounters StreamingExperts::end_step() {
@@ -322,34 +369,19 @@ StreamCounters StreamingExperts::end_step() {
     // entries); it is read in the background and becomes resident when swap_landed() is called.
     for (const ExpertKey& k : plan_.load) {
       const size_t kk = key(k.layer, k.expert);
-      assert(!free_slots_.empty() && slot_of_[kk] < 0 && swap_state_[kk] == 0);
+      assert(!free_slots_.empty() && slot_of_[kk] < 0 && swaps_.state(kk) == SwapState::none);
       if (!error_.empty() || free_slots_.empty()) {  // poisoned store (or a broken invariant): do not read
         policy_->swap_cancelled(k);
         continue;
       }
       slot_of_[kk] = free_slots_.back();
       free_slots_.pop_back();
-      swap_state_[kk] = 1;
-      if (swap_queue_.size() == swap_queue_.capacity() && swap_head_ > 0) {  // drop the consumed prefix
-        swap_queue_.erase(swap_queue_.begin(), swap_queue_.begin() + static_cast<std::ptrdiff_t>(swap_head_));
-        swap_head_ = 0;
-      }
-      swap_queue_.push_back(static_cast<int32_t>(kk));
+      swaps_.push(kk);
     }
     if (error_.empty()) issue_swaps();
     totals_.mgmt_ms += ms_since(t0);
   }
-  StreamCounters step = totals_;
-  step.hits -= at_step_start_.hits;
-  step.misses -= at_step_start_.misses;
-  step.evictions -= at_step_start_.evictions;
-  step.bytes_read -= at_step_start_.bytes_read;
-  step.reread_bytes -= at_step_start_.reread_bytes;
-  step.io_ms -= at_step_start_.io_ms;
-  step.stall_ms -= at_step_start_.stall_ms;
-  step.mgmt_ms -= at_step_start_.mgmt_ms;
-  step.swaps -= at_step_start_.swaps;
-  step.swap_bytes -= at_step_start_.swap_bytes;
+  const StreamCounters step = totals_ - at_step_start_;
   at_step_start_ = totals_;
   return step;
 }
@@ -359,32 +391,22 @@ void StreamingExperts::free_slot(size_t k) {
   slot_of_[k] = -1;
 }
 
-bool StreamingExperts::unqueue_swap(size_t k) {
-  const auto it = std::find(swap_queue_.begin() + static_cast<std::ptrdiff_t>(swap_head_), swap_queue_.end(),
-                            static_cast<int32_t>(k));
-  if (it == swap_queue_.end()) return false;
-  swap_queue_.erase(it);  // within the reserved capacity: no allocation
-  swap_state_[k] = 0;
-  return true;
-}
-
 void StreamingExperts::issue_swaps() {
   const auto n_expert = static_cast<size_t>(store_.shape().n_expert);
-  while (swap_head_ < swap_queue_.size()) {
-    const auto k = static_cast<size_t>(swap_queue_[swap_head_]);
+  while (swaps_.n_queued() > 0) {
+    const size_t k = swaps_.front();
     const auto layer = static_cast<int64_t>(k / n_expert);
     const auto expert = static_cast<int32_t>(k % n_expert);
     const auto n_slices = static_cast<size_t>(store_.n_slices(layer));
     // Idle lanes only: one expert at a time may exceed the lanes, otherwise swaps never queue behind each other.
     if (swap_slices_ > 0 && swap_slices_ + n_slices > static_cast<size_t>(engine_->lanes())) return;
     if (n_swap_jobs_ == swap_jobs_.size()) return;
-    ++swap_head_;
+    swaps_.start_front();
     size_t j = 0;
     while (swap_jobs_[j].key >= 0) ++j;
     swap_jobs_[j] = SwapJob{static_cast<int32_t>(k), static_cast<int>(n_slices)};
     ++n_swap_jobs_;
     swap_slices_ += n_slices;
-    swap_state_[k] = 2;
     if (read_before_[k] != 0) totals_.reread_bytes += store_.expert_bytes(layer);
     read_before_[k] = 1;
     uint8_t* slot = arena_.slot(slot_of_[k]);
@@ -393,10 +415,6 @@ void StreamingExperts::issue_swaps() {
       engine_->submit(io::ReadOp{r.shard, r.file_offset, r.length, slot + r.region,
                                  kSwapTag | (static_cast<uint64_t>(j) << kTagShift) | static_cast<uint64_t>(s)});
     }
-  }
-  if (swap_head_ == swap_queue_.size()) {
-    swap_queue_.clear();  // keeps the capacity
-    swap_head_ = 0;
   }
 }
 
@@ -415,13 +433,14 @@ void StreamingExperts::on_swap_read(const io::ReadDone& d) {
   }
   const SliceRead r = store_.slice_read(layer, expert, static_cast<int>(d.tag & kSliceMask));
   if ((d.result < 0 || static_cast<uint64_t>(d.result) < r.need) && error_.empty()) {
-    error_ = fmt::format("background swap of expert {} of layer {}: {}", expert, layer,
+    error_ = fmt::format("background swap of expert {} of MoE layer {} (blk.{}): {}", expert, layer,
+                         store_.shape().moe_layers[static_cast<size_t>(layer)],
                          files_.describe_failure(r.shard, r.file_offset, r.length, d.result));
   }
   if (--job.remaining > 0) return;
   job.key = -1;
   --n_swap_jobs_;
-  swap_state_[k] = 0;
+  swaps_.landed(k);
   const ExpertKey ek{static_cast<int32_t>(layer), expert};
   if (!error_.empty()) {
     // The store is poisoned (the next fetch throws); keep the books consistent anyway.
@@ -441,7 +460,7 @@ void StreamingExperts::reap_swaps() {
 }
 
 void StreamingExperts::wait_swap(size_t k) {
-  while (swap_state_[k] == 2) on_swap_read(engine_->wait());
+  while (swaps_.state(k) == SwapState::in_flight) on_swap_read(engine_->wait());
 }
 
 uint64_t StreamingExperts::resident_bytes() const { return policy_ ? policy_->resident_bytes() : 0; }

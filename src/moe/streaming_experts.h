@@ -5,15 +5,16 @@
 //   auto src = std::make_unique<moe::StreamingExperts>(file, moe::StreamingOptions{.cache_bytes = 4096ull << 20});
 //   moe::StreamingExperts* stream = src.get();           // for counters and phase
 //   auto model = model::load_model(file, opts, std::move(src));
-//   stream->set_phase(moe::Phase::Prefill); model->forward(prompt...); auto c = stream->end_step();
-//   stream->set_phase(moe::Phase::Decode);  model->forward(next...);   c = stream->end_step();  // per token
+//   stream->set_phase(moe::Phase::prefill); model->forward(prompt...); auto c = stream->end_step();
+//   stream->set_phase(moe::Phase::decode);  model->forward(next...);   c = stream->end_step();  // per token
 //
-// fetch(layer, experts): asks the policy which experts hit; frees evicted slots; submits the reads of every miss
-// to the read lanes at once (retained misses into free cache slots, the others into working slots, which are
-// recycled as their experts are delivered, so a prefill batch touching every expert of a layer needs only a few);
-// then, with overlap on, delivers the hits (one batch) while the reads run and each missing expert as soon as its
-// last slice lands (with any others that landed meanwhile, in one batch); with overlap off, waits for every read
-// in flight before delivering (in rounds when the working slots are fewer than the non-retained misses). The bytes
+// fetch(layer, experts), `layer` a MoE ordinal (expert_source.h), in two halves. Planning asks the policy which
+// experts hit, frees evicted slots and decides where each miss goes (retained misses into free cache slots, the
+// others into working slots, which are recycled as their experts are delivered, so a prefill batch touching every
+// expert of a layer needs only a few). Delivery submits the reads of every miss to the read lanes at once; then,
+// with overlap on, delivers the hits (one batch) while the reads run and each missing expert as soon as its last
+// slice lands (with any others that landed meanwhile, in one batch); with overlap off, waits for every read in
+// flight before delivering (in rounds when the working slots are fewer than the non-retained misses). The bytes
 // delivered are the file's bytes, so results are bit-identical to the resident source.
 //
 // Errors: a failed or short read (including a file truncated while in use) throws moetier::Error naming the file
@@ -23,11 +24,12 @@
 // A model file written in place, resized or replaced while in use (ModelFiles::check_unchanged, once per forward
 // pass at the last layer's fetch) fails the same way, naming the file.
 // Adaptive tier: end_step() executes the policy's SwapPlan. Its evictions free their slots at once; each load gets
-// its reserved slot and joins a FIFO of background swaps, read on idle lanes and never ahead of a fetch's own
-// reads: swaps are issued only when no fetch read is outstanding (at the end of end_step() and of each fetch),
-// and at most max(lanes, one expert's slices) swap slices are in flight, so a fetch's misses wait behind at most
-// one read per lane, never behind the queue. Completed swaps are collected without blocking at the start of each
-// fetch and at end_step() (and whenever a fetch waits for its own reads); swap_landed() then makes them resident.
+// its reserved slot and joins the FIFO of background swaps (swap_queue.h), read on idle lanes and never ahead of a
+// fetch's own reads: swaps are issued only when no fetch read is outstanding (at the end of end_step() and of each
+// fetch), and at most max(lanes, one expert's slices) swap slices are in flight, so a fetch's misses wait behind at
+// most one read per lane, never behind the queue. Completed swaps are collected without blocking at the start of
+// each fetch and at end_step() (and whenever a fetch waits for its own reads); swap_landed() then makes them
+// resident.
 // A fetch that needs a swap still queued takes it over as its own miss (into the reserved slot); one whose read
 // is in flight waits for that read. Both count as misses, as the policy protocol says (cache_policy.h).
 // Memory: everything (slots, queues, bookkeeping) is allocated by the constructor; fetch() and end_step()
@@ -50,6 +52,7 @@
 #include "moe/io/read_engine.h"
 #include "moe/slot_arena.h"
 #include "moe/stream_counters.h"
+#include "moe/swap_queue.h"
 
 namespace moetier::moe {
 
@@ -62,6 +65,9 @@ struct StreamingOptions {
   bool overlap = true;         // deliver experts as their reads land (false: after the whole round)
   bool direct = true;          // O_DIRECT reads (false = no_odirect: buffered pread)
   int working_slots = 0;       // slots for experts not retained; 0 = max(4, 2 * lanes)
+  // Top-k in force (an --n-expert-used override or a route replay's); 0: the file's expert_used_count. The
+  // policy's cliff guard compares the cache with one token's working set of this many experts per layer.
+  int64_t n_expert_used = 0;
   int64_t fail_read = -1;      // test hook: the read with this 0-based number fails with EIO
   std::function<void(std::string_view)> log;  // one line per notable event (I/O fallbacks); may be empty
 };
@@ -70,23 +76,25 @@ class StreamingExperts final : public ExpertSource {
  public:
   // Opens the model's shard files for reading, allocates the slot arena (cache_bytes / slot_bytes() cache slots
   // plus the working slots) and the policy. `model` must outlive this object. Throws moetier::Error on a model
-  // without routed experts, unreadable files, an unknown policy or an allocation failure.
+  // without routed experts, unreadable files, an unknown policy, an n_expert_used outside 0..n_expert or an
+  // allocation failure.
   StreamingExperts(const gguf::GgufModel& model, const StreamingOptions& opts);
   ~StreamingExperts() override;
 
   const ExpertShape& shape() const override { return store_.shape(); }
   void fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) override;
 
-  // Phase given to the policy for the following fetches (default Prefill).
+  // Phase given to the policy for the following fetches (default prefill).
   void set_phase(Phase p) { phase_ = p; }
   // Ends a step (the prefill pass or one decode token): lets the policy plan swaps and returns the counters
   // accumulated since the previous end_step().
   StreamCounters end_step();
   const StreamCounters& totals() const { return totals_; }  // since construction, including the current step
-  // Misses per layer since construction [n_layer] (every requested expert when there is no cache).
-  std::span<const uint64_t> misses_by_layer() const { return layer_misses_; }
+  // Misses per MoE layer (by MoE ordinal) since construction [n_moe_layers] (every requested expert when there
+  // is no cache).
+  std::span<const uint64_t> misses_by_moe_layer() const { return moe_layer_misses_; }
   // Background swap-ins queued or in flight now.
-  size_t swaps_pending() const { return (swap_queue_.size() - swap_head_) + n_swap_jobs_; }
+  size_t swaps_pending() const { return swaps_.n_queued() + n_swap_jobs_; }
 
   uint64_t slot_bytes() const { return arena_.slot_bytes(); }  // one slot, bytes
   int64_t cache_slots() const { return arena_.n_cache(); }
@@ -107,6 +115,20 @@ class StreamingExperts final : public ExpertSource {
     int32_t working = -1;  // working slot index, or -1 for a cache slot
     int remaining = 0;     // slices still in flight
   };
+  // An expert whose background swap landed while this fetch waited for it, used once and not kept.
+  struct Once {
+    int32_t expert = 0;
+    int32_t slot = -1;  // cache slot holding it, already back on the free list
+  };
+  // fetch() in two halves. Planning: hits, misses, slots and the policy's books; no read, no delivery.
+  void plan_fetch(int64_t layer, std::span<const int32_t> experts);
+  double take_in_flight_swaps(int64_t layer, std::span<const int32_t> experts);  // returns the wait, ms
+  // Delivery: the plan's reads and every expert's delivery; throws, after collecting the reads, on a failed one.
+  void deliver_fetch(int64_t layer, ExpertConsumer& consumer);
+  void issue_reads(int64_t layer);                           // retained misses, then waiting ones
+  void deliver_hits(int64_t layer, ExpertConsumer& consumer);  // one batch
+  void on_read(int64_t layer, const io::ReadDone& d);         // one landed slice (of this fetch or a swap)
+  void deliver_ready(int64_t layer, ExpertConsumer& consumer);  // landed jobs, one batch; recycles working slots
   void start_job(int64_t layer, int32_t expert, uint8_t* slot, int32_t working);
   void start_waiting(int64_t layer);  // starts queued non-retained misses while working slots are free
   void finish_job(int64_t layer, Job& job);  // recycles its working slot
@@ -120,7 +142,6 @@ class StreamingExperts final : public ExpertSource {
   void on_swap_read(const io::ReadDone& d);   // one swap slice completed
   void issue_swaps();                         // starts queued swaps on idle lanes (no fetch read outstanding)
   void wait_swap(size_t k);                   // blocks until the in-flight swap of key k has landed
-  bool unqueue_swap(size_t k);                // removes key k from the swap FIFO; false when not queued
   void free_slot(size_t k);                   // returns key k's cache slot to the free list
   size_t key(int64_t layer, int32_t e) const { return static_cast<size_t>(layer * store_.shape().n_expert + e); }
 
@@ -131,16 +152,20 @@ class StreamingExperts final : public ExpertSource {
   std::unique_ptr<io::ReadEngine> engine_;
   SlotArena arena_;
   std::unique_ptr<CachePolicy> policy_;  // null when there are no cache slots
-  Phase phase_ = Phase::Prefill;
+  Phase phase_ = Phase::prefill;
 
   // Bookkeeping, all sized at construction.
   AccessResult access_;
   SwapPlan plan_;
-  std::vector<int32_t> slot_of_;      // [n_layer * n_expert] cache slot of a resident entry, or -1
+  std::vector<int32_t> slot_of_;      // [n_moe_layers * n_expert] cache slot of a resident entry, or -1
   std::vector<int32_t> free_slots_;   // stack of free cache slots
-  std::vector<uint8_t> read_before_;  // [n_layer * n_expert] 1 once an expert has been read
+  std::vector<uint8_t> read_before_;  // [n_moe_layers * n_expert] 1 once an expert has been read
   std::vector<Job> jobs_;             // [n_expert] reads of the current fetch
-  std::vector<int32_t> hits_;         // [n_expert] experts of the current fetch found in the cache
+  // The plan of the current fetch (plan_fetch fills it, deliver_fetch carries it out).
+  std::vector<int32_t> hits_;         // [n_expert] experts found in the cache, request order
+  std::vector<int32_t> retained_;     // [n_expert] misses the policy keeps, read into their cache slot (slot_of_)
+  std::vector<Once> once_;            // [n_expert] taken-over swaps not kept, delivered before any read starts
+  size_t n_hits_ = 0, n_retained_ = 0, n_once_ = 0;
   std::vector<ExpertWeights> batch_;  // [n_expert] views delivered together (the hits; a round of reads)
   std::vector<int32_t> batch_ids_;    // [n_expert] their expert ids
   std::vector<int32_t> waiting_;      // [n_expert] non-retained misses waiting for a working slot (FIFO)
@@ -150,12 +175,9 @@ class StreamingExperts final : public ExpertSource {
   size_t n_jobs_ = 0, n_ready_ = 0;
 
   size_t fg_outstanding_ = 0;          // slices of the current fetch's own reads in flight
-  std::vector<uint64_t> layer_misses_;  // [n_layer]
+  std::vector<uint64_t> moe_layer_misses_;  // [n_moe_layers]
 
-  // Swap state per key: 0 none, 1 queued, 2 in flight. A queued or in-flight key holds its reserved slot_of_.
-  std::vector<uint8_t> swap_state_;     // [n_layer * n_expert]
-  std::vector<int32_t> swap_queue_;     // FIFO of queued keys, [swap_head_, size()); capacity n_cache
-  size_t swap_head_ = 0;
+  SwapQueue swaps_;                     // a queued or in-flight key holds its reserved slot_of_
   std::vector<SwapJob> swap_jobs_;      // [max swap jobs in flight]
   size_t n_swap_jobs_ = 0;              // jobs in flight
   size_t swap_slices_ = 0;              // swap slices in flight

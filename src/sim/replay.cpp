@@ -14,7 +14,7 @@ double ReplayResult::hit_pct_all() const {
 }
 
 double ReplayResult::misses_per_layer_step() const {
-  const int64_t d = decode_tokens * n_layer;
+  const int64_t d = decode_tokens * n_moe_layers;
   return d ? static_cast<double>(decode.lookups - decode.hits) / static_cast<double>(d) : 0.0;
 }
 
@@ -32,7 +32,7 @@ namespace {
 // For each replayed batch entry, the index of the next replayed batch that uses the same (layer, expert).
 std::vector<int64_t> next_uses(const BatchedTrace& t, const std::vector<uint32_t>& replayed) {
   std::vector<int64_t> next(t.experts.size(), BeladyPolicy::kNever);
-  const size_t n = static_cast<size_t>(t.header.n_layer) * static_cast<size_t>(t.header.n_expert);
+  const size_t n = static_cast<size_t>(t.header.n_moe_layers) * static_cast<size_t>(t.header.n_expert);
   std::vector<int64_t> last(n, BeladyPolicy::kNever);
   for (size_t r = replayed.size(); r-- > 0;) {
     const Batch& b = t.batches[replayed[r]];
@@ -49,10 +49,10 @@ std::vector<int64_t> next_uses(const BatchedTrace& t, const std::vector<uint32_t
 
 ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
   moe::CacheConfig cfg;
-  cfg.n_layer = t.header.n_layer;
+  cfg.n_moe_layers = t.header.n_moe_layers;
   cfg.n_expert = t.header.n_expert;
   cfg.n_expert_used = t.header.n_expert_used;
-  for (const telemetry::TraceLayer& l : t.header.layers) cfg.expert_bytes.push_back(l.expert_bytes);
+  for (const trace::TraceLayer& l : t.header.layers) cfg.expert_bytes.push_back(l.expert_bytes);
   cfg.capacity_bytes = o.cache_bytes;
   cfg.capacity_entries = o.cache_entries;
   cfg.strict = o.strict;
@@ -62,7 +62,7 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
   // The batches replayed, in order, and for Bélády their future.
   std::vector<uint32_t> replayed;
   for (const Step& s : t.steps) {
-    if (o.decode_only && s.phase != moe::Phase::Decode) continue;
+    if (o.decode_only && s.phase != moe::Phase::decode) continue;
     for (uint32_t b = s.batch_begin; b < s.batch_end; ++b) replayed.push_back(b);
   }
   std::unique_ptr<moe::CachePolicy> policy;
@@ -81,17 +81,17 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
   r.policy = std::string(policy->name());
   r.cache_bytes = o.cache_bytes;
   r.cache_entries = o.cache_entries;
-  r.n_layer = t.header.n_layer;
-  r.decode_misses_by_layer.assign(static_cast<size_t>(t.header.n_layer), 0);
+  r.n_moe_layers = t.header.n_moe_layers;
+  r.decode_misses_by_layer.assign(static_cast<size_t>(t.header.n_moe_layers), 0);
   r.cliff_guard_engaged = policy->cliff_guard_engaged();
-  for (const telemetry::TraceLayer& l : t.header.layers) r.working_set_bytes += t.header.n_expert_used * l.expert_bytes;
+  for (const trace::TraceLayer& l : t.header.layers) r.working_set_bytes += t.header.n_expert_used * l.expert_bytes;
 
   moe::AccessResult res;
   moe::SwapPlan plan;
   std::vector<int32_t> pos_of(static_cast<size_t>(t.header.n_expert), -1);  // expert -> position in the batch
   for (const Step& s : t.steps) {
-    if (o.decode_only && s.phase != moe::Phase::Decode) continue;
-    const bool decode = s.phase == moe::Phase::Decode;
+    if (o.decode_only && s.phase != moe::Phase::decode) continue;
+    const bool decode = s.phase == moe::Phase::decode;
     PhaseCounts& pc = decode ? r.decode : r.prefill;
     (decode ? r.decode_tokens : r.prefill_tokens) += s.tokens;
     for (uint32_t bi = s.batch_begin; bi < s.batch_end; ++bi) {

@@ -35,8 +35,8 @@ struct ReplayResult {
   PhaseCounts prefill, decode;
   int64_t prefill_tokens = 0;  // replayed
   int64_t decode_tokens = 0;   // replayed decode steps
-  int32_t n_layer = 0;
-  std::vector<int64_t> decode_misses_by_layer;  // [n_layer]
+  int32_t n_moe_layers = 0;  // the trace's MoE layers
+  std::vector<int64_t> decode_misses_by_layer;  // [n_moe_layers], by MoE ordinal
   int64_t rounds = 0;        // decode steps ended
   int64_t swap_passes = 0;   // end_step calls that planned at least one move
   int64_t swap_loads = 0;    // background loads

@@ -12,18 +12,18 @@ AdaptDecision decide(int64_t fast, int64_t total, SlowTier slow, bool force = fa
 
 TEST(AdaptRule, TunedWhenTheFastTierHoldsTwentyToSixtyPercentOverRam) {
   for (int64_t fast : {20, 30, 60}) {
-    const AdaptDecision d = decide(fast, 100, SlowTier::Ram);
+    const AdaptDecision d = decide(fast, 100, SlowTier::ram);
     EXPECT_TRUE(d.tuned) << fast;
     EXPECT_EQ(d.params.adapt_every, 2);
     EXPECT_EQ(d.params.adapt_swaps, 192);
     EXPECT_DOUBLE_EQ(d.params.adapt_decay, 0.92);
   }
-  EXPECT_EQ(decide(30, 100, SlowTier::Ram).reason, "the cache holds 30% of the experts -> every 2 rounds, 192 swaps, x0.92");
+  EXPECT_EQ(decide(30, 100, SlowTier::ram).reason, "the cache holds 30% of the experts -> every 2 rounds, 192 swaps, x0.92");
 }
 
 TEST(AdaptRule, DefaultOutsideTheBand) {
   for (int64_t fast : {0, 19, 61, 100}) {
-    const AdaptDecision d = decide(fast, 100, SlowTier::Ram);
+    const AdaptDecision d = decide(fast, 100, SlowTier::ram);
     EXPECT_FALSE(d.tuned) << fast;
     const PolicyParams def;
     EXPECT_EQ(d.params.adapt_every, def.adapt_every);
@@ -31,14 +31,14 @@ TEST(AdaptRule, DefaultOutsideTheBand) {
     EXPECT_DOUBLE_EQ(d.params.adapt_decay, def.adapt_decay);
     EXPECT_NE(d.reason.find("not applied"), std::string::npos);
   }
-  EXPECT_FALSE(decide(5, 0, SlowTier::Ram).tuned);  // no experts: fraction 0
+  EXPECT_FALSE(decide(5, 0, SlowTier::ram).tuned);  // no experts: fraction 0
 }
 
 TEST(AdaptRule, NeverWhenSwapsReadTheDriveUnlessForced) {
-  const AdaptDecision d = decide(30, 100, SlowTier::Drive);
+  const AdaptDecision d = decide(30, 100, SlowTier::drive);
   EXPECT_FALSE(d.tuned);
   EXPECT_EQ(d.reason, "not applied, swaps would read the drive");
-  const AdaptDecision forced = decide(5, 100, SlowTier::Drive, true);
+  const AdaptDecision forced = decide(5, 100, SlowTier::drive, true);
   EXPECT_TRUE(forced.tuned);
   EXPECT_EQ(forced.params.adapt_swaps, 192);
   EXPECT_NE(forced.reason.find("--adapt-tuned"), std::string::npos);

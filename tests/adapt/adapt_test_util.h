@@ -19,8 +19,8 @@
 #include "sim/batches.h"
 #include "sim/replay.h"
 #include "synth/synth.h"
-#include "telemetry/route_trace.h"
 #include "test_support.h"
+#include "trace/route_trace.h"
 
 namespace moetier::adapt_test {
 
@@ -47,15 +47,14 @@ inline fs::path synthetic_model() {
 
 // A route trace with real-looking structure: per layer a Zipf(1.1) popularity over a random permutation of the
 // experts, and temporal locality (each slot repeats one of the previous token's experts with probability 0.5).
-inline telemetry::RouteTrace synthetic_trace(int64_t n_prompt, int64_t n_decode, uint64_t seed,
-                                             uint64_t expert_bytes) {
-  telemetry::RouteTrace t;
+inline trace::RouteTrace synthetic_trace(int64_t n_prompt, int64_t n_decode, uint64_t seed, uint64_t expert_bytes) {
+  trace::RouteTrace t;
   t.header.model = "synthetic";
   t.header.arch = "qwen3moe";
-  t.header.n_layer = kLayers;
+  t.header.n_moe_layers = kLayers;
   t.header.n_expert = kExperts;
   t.header.n_expert_used = kTopK;
-  t.header.layers.assign(kLayers, telemetry::TraceLayer{expert_bytes, 1});
+  t.header.layers.assign(kLayers, trace::TraceLayer{expert_bytes, 1});
   std::mt19937_64 rng(seed);
   std::vector<double> zipf(kExperts);
   for (int32_t i = 0; i < kExperts; ++i) zipf[static_cast<size_t>(i)] = 1.0 / std::pow(i + 1.0, 1.1);
@@ -79,7 +78,7 @@ inline telemetry::RouteTrace synthetic_trace(int64_t n_prompt, int64_t n_decode,
       }
       prev[static_cast<size_t>(l)] = chosen;
       for (int32_t s = 0; s < kTopK; ++s) {
-        telemetry::TraceRow r;
+        trace::TraceRow r;
         r.phase = phase;
         r.step = pos;
         r.layer = l;
@@ -103,10 +102,10 @@ struct EngineRun {
 class Hooks final : public model::StepHooks {
  public:
   explicit Hooks(moe::StreamingExperts* s) : s_(s) {}
-  void begin(bool prefill) override { s_->set_phase(prefill ? moe::Phase::Prefill : moe::Phase::Decode); }
+  void begin(bool prefill) override { s_->set_phase(prefill ? moe::Phase::prefill : moe::Phase::decode); }
   void end(bool prefill, int64_t, double) override {
     s_->end_step();
-    if (prefill) after_prefill.assign(s_->misses_by_layer().begin(), s_->misses_by_layer().end());
+    if (prefill) after_prefill.assign(s_->misses_by_moe_layer().begin(), s_->misses_by_moe_layer().end());
   }
   std::vector<uint64_t> after_prefill;
 
@@ -116,7 +115,7 @@ class Hooks final : public model::StepHooks {
 
 // The engine on `trace`: a prompt of the trace's prefill length, then every decode step, through a cache of
 // `slots` slots under `policy`.
-inline EngineRun run_engine(const fs::path& model_path, const telemetry::RouteTrace& trace, int64_t slots,
+inline EngineRun run_engine(const fs::path& model_path, const trace::RouteTrace& trace, int64_t slots,
                             const std::string& policy, const moe::PolicyParams& params = {}) {
   const auto file = gguf::GgufModel::open(model_path);
   model::RouteReplay replay(trace, "synthetic trace");
@@ -147,14 +146,14 @@ inline EngineRun run_engine(const fs::path& model_path, const telemetry::RouteTr
   r.cache_slots = s->cache_slots();
   for (size_t l = 0; l < hooks.after_prefill.size(); ++l) {
     r.prefill_misses += static_cast<int64_t>(hooks.after_prefill[l]);
-    r.decode_misses_by_layer.push_back(static_cast<int64_t>(s->misses_by_layer()[l] - hooks.after_prefill[l]));
+    r.decode_misses_by_layer.push_back(static_cast<int64_t>(s->misses_by_moe_layer()[l] - hooks.after_prefill[l]));
   }
   r.totals = s->totals();
   return r;
 }
 
 // The simulator as the engine runs: slot capacity, strict, cliff guard on.
-inline sim::ReplayResult run_sim(const telemetry::RouteTrace& trace, int64_t slots, const std::string& policy,
+inline sim::ReplayResult run_sim(const trace::RouteTrace& trace, int64_t slots, const std::string& policy,
                                  const moe::PolicyParams& params = {}) {
   sim::ReplayOptions ro;
   ro.policy = policy;

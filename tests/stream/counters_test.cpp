@@ -17,7 +17,7 @@ TEST(StreamCounters, StepsSumToTotalsAndCountEveryExpert) {
   so.cache_bytes = 0;
   {
     const ExpertStore store(file);
-    so.cache_bytes = store.slot_bytes() * static_cast<uint64_t>(2 * store.shape().n_layer);
+    so.cache_bytes = store.slot_bytes() * static_cast<uint64_t>(2 * store.shape().n_moe_layers);
   }
   auto src = std::make_unique<StreamingExperts>(file, so);
   StreamingExperts* s = src.get();
@@ -27,7 +27,7 @@ TEST(StreamCounters, StepsSumToTotalsAndCountEveryExpert) {
   std::vector<float> logits(static_cast<size_t>(t.n_prefill * V));
   std::vector<int32_t> routing(static_cast<size_t>(t.n_prefill * L * K));
 
-  s->set_phase(Phase::Prefill);
+  s->set_phase(Phase::prefill);
   m->forward({t.tokens.data(), static_cast<size_t>(t.n_prefill)}, 0, {logits.data(), static_cast<size_t>(V)},
              model::LogitsMode::last, routing);
   StreamCounters sum = s->end_step();
@@ -42,7 +42,7 @@ TEST(StreamCounters, StepsSumToTotalsAndCountEveryExpert) {
   EXPECT_EQ(sum.hits + sum.misses, distinct);
   EXPECT_GE(sum.bytes_read, sum.misses * s->store().max_expert_bytes() / 2);
 
-  s->set_phase(Phase::Decode);
+  s->set_phase(Phase::decode);
   for (int64_t p = t.n_prefill; p < static_cast<int64_t>(t.tokens.size()); ++p) {
     m->forward({&t.tokens[static_cast<size_t>(p)], 1}, p, {logits.data(), static_cast<size_t>(V)},
                model::LogitsMode::last);

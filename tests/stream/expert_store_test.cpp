@@ -31,7 +31,7 @@ void check_all_experts(const gguf::GgufModel& model, bool direct) {
   ASSERT_EQ(files.direct(), direct) << files.direct_note();
   const SlotArena arena(store.slot_bytes(), 1, 0);
   EXPECT_GE(store.slot_bytes(), store.max_expert_bytes());
-  for (int64_t l = 0; l < sh.n_layer; ++l) {
+  for (int64_t l = 0; l < sh.n_moe_layers; ++l) {
     for (int32_t e = 0; e < sh.n_expert; ++e) {
       std::memset(arena.slot(0), 0xAB, arena.slot_bytes());
       for (int s = 0; s < store.n_slices(l); ++s) {

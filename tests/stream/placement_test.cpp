@@ -10,15 +10,15 @@ namespace {
 constexpr uint64_t MiB = uint64_t{1} << 20;
 
 TEST(Placement, AutoStreamsOnlyWhenTheModelDoesNotFit) {
-  const auto fits = decide_placement(Placement::auto_, 1000 * MiB, 100 * MiB, 8000 * MiB);
+  const auto fits = decide_placement(Placement::automatic, 1000 * MiB, 100 * MiB, 8000 * MiB);
   EXPECT_FALSE(fits.stream);
   EXPECT_NE(fits.reason.find("experts stay mapped"), std::string::npos) << fits.reason;
-  const auto big = decide_placement(Placement::auto_, 7000 * MiB, 100 * MiB, 8000 * MiB);
+  const auto big = decide_placement(Placement::automatic, 7000 * MiB, 100 * MiB, 8000 * MiB);
   EXPECT_TRUE(big.stream);
   EXPECT_NE(big.reason.find("7000 MiB"), std::string::npos) << big.reason;
   EXPECT_TRUE(decide_placement(Placement::stream, 1, 0, 8000 * MiB).stream);
   EXPECT_FALSE(decide_placement(Placement::resident, 9000 * MiB, 0, 8000 * MiB).stream);
-  EXPECT_EQ(parse_placement("auto"), Placement::auto_);
+  EXPECT_EQ(parse_placement("auto"), Placement::automatic);
   EXPECT_THROW(parse_placement("ram"), Error);
 }
 

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 constexpr int64_t kAll = -1;  // cache_per_layer value: room for every expert
 
 struct Config {
-  int64_t cache_per_layer = 0;  // cache slots per layer (times n_layer in all), or kAll
+  int64_t cache_per_layer = 0;  // cache slots per layer (times n_moe_layers in all), or kAll
   int lanes = 4;
   io::EngineKind engine = io::EngineKind::pread_pool;
   bool overlap = true;
@@ -77,7 +77,7 @@ StreamRun streamed_run(const fs::path& path, const std::string& name, const Conf
   {
     const ExpertStore store(file);
     const int64_t per = c.cache_per_layer == kAll ? store.shape().n_expert : c.cache_per_layer;
-    so.cache_bytes = store.slot_bytes() * static_cast<uint64_t>(per * store.shape().n_layer);
+    so.cache_bytes = store.slot_bytes() * static_cast<uint64_t>(per * store.shape().n_moe_layers);
   }
   so.lanes = c.lanes;
   so.engine = c.engine;
@@ -204,7 +204,7 @@ TEST_P(StreamOracle, StreamedRunMeetsOracleTolerances) {
   const std::string name = GetParam();
   const auto file = gguf::GgufModel::open(test::model_path(name));
   StreamingOptions so;
-  so.cache_bytes = ExpertStore(file).slot_bytes() * static_cast<uint64_t>(ExpertStore(file).shape().n_layer);
+  so.cache_bytes = ExpertStore(file).slot_bytes() * static_cast<uint64_t>(ExpertStore(file).shape().n_moe_layers);
   so.lanes = 4;
   so.overlap = true;
   so.direct = true;

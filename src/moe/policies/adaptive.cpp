@@ -10,7 +10,7 @@ namespace moetier::moe {
 AdaptivePolicy::AdaptivePolicy(CacheConfig config, std::string name)
     : LruPolicy(std::move(config)),
       name_(std::move(name)),
-      count_(static_cast<size_t>(this->config().n_layer) * static_cast<size_t>(this->config().n_expert), 0.0) {
+      count_(static_cast<size_t>(this->config().n_moe_layers) * static_cast<size_t>(this->config().n_expert), 0.0) {
   const PolicyParams& p = this->config().params;
   if (p.adapt_every <= 0) fail("{}: --adapt-every must be > 0 rounds, got {}", name_, p.adapt_every);
   if (p.adapt_swaps < 0) fail("{}: --adapt-swaps must be >= 0, got {}", name_, p.adapt_swaps);
@@ -21,16 +21,16 @@ AdaptivePolicy::AdaptivePolicy(CacheConfig config, std::string name)
 
 void AdaptivePolicy::on_hit(int32_t idx, int32_t pos, Phase phase) {
   LruPolicy::on_hit(idx, pos, phase);
-  if (phase == Phase::Decode) count_[idx] += 1.0;
+  if (phase == Phase::decode) count_[idx] += 1.0;
 }
 
 void AdaptivePolicy::on_insert(int32_t idx, int32_t pos, Phase phase) {
   LruPolicy::on_insert(idx, pos, phase);
-  if (phase == Phase::Decode) count_[idx] += 1.0;
+  if (phase == Phase::decode) count_[idx] += 1.0;
 }
 
 void AdaptivePolicy::on_end_step(Phase phase, SwapPlan& plan) {
-  if (phase != Phase::Decode) return;
+  if (phase != Phase::decode) return;
   ++rounds_;
   if (rounds_ % config().params.adapt_every != 0) return;
   plan_pass(plan);
@@ -40,12 +40,12 @@ void AdaptivePolicy::on_end_step(Phase phase, SwapPlan& plan) {
 
 void AdaptivePolicy::plan_pass(SwapPlan& plan) {
   const PolicyParams& p = config().params;
-  const int32_t n_layer = config().n_layer, n_expert = config().n_expert;
+  const int32_t n_moe_layers = config().n_moe_layers, n_expert = config().n_expert;
   auto hotter = [this](int32_t a, int32_t b) { return count_[a] > count_[b] || (count_[a] == count_[b] && a < b); };
   moves_.clear();
   // 2. Fills: the hottest candidates of all layers take the free capacity.
   fill_pool_.clear();
-  for (int32_t i = 0; i < n_layer * n_expert; ++i) {
+  for (int32_t i = 0; i < n_moe_layers * n_expert; ++i) {
     if (!contains(key_of(i)) && !pending(key_of(i)) && count_[i] >= p.adapt_min_count) fill_pool_.push_back(i);
   }
   std::sort(fill_pool_.begin(), fill_pool_.end(), hotter);
@@ -64,7 +64,7 @@ void AdaptivePolicy::plan_pass(SwapPlan& plan) {
     return false;
   };
   // 1 + 3. Per layer: remaining candidates hottest first against residents coldest first.
-  for (int32_t l = 0; l < n_layer; ++l) {
+  for (int32_t l = 0; l < n_moe_layers; ++l) {
     cand_.clear();
     res_.clear();
     for (int32_t e = 0; e < n_expert; ++e) {

@@ -46,7 +46,7 @@ class AdaptivePolicy : public LruPolicy {
   void plan_pass(SwapPlan& plan);
 
   std::string name_;
-  std::vector<double> count_;  // [n_layer * n_expert] decayed decode-step count
+  std::vector<double> count_;  // [n_moe_layers * n_expert] decayed decode-step count
   int64_t rounds_ = 0;         // decode steps ended so far
   // Scratch for the pass, kept to avoid reallocation.
   std::vector<Move> moves_;

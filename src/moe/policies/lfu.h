@@ -23,7 +23,7 @@ class LfuPolicy : public CachePolicy {
   int32_t pick_victim() override;
 
  private:
-  std::vector<double> count_;  // [n_layer * n_expert] lookups so far
+  std::vector<double> count_;  // [n_moe_layers * n_expert] lookups so far
   ScoredSet order_;
 };
 

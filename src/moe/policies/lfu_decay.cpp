@@ -8,8 +8,8 @@ namespace moetier::moe {
 
 LfuDecayPolicy::LfuDecayPolicy(CacheConfig config)
     : CachePolicy(std::move(config)),
-      score_(static_cast<size_t>(this->config().n_layer) * static_cast<size_t>(this->config().n_expert), 0.0),
-      order_(this->config().n_layer * this->config().n_expert) {
+      score_(static_cast<size_t>(this->config().n_moe_layers) * static_cast<size_t>(this->config().n_expert), 0.0),
+      order_(this->config().n_moe_layers * this->config().n_expert) {
   const double d = this->config().params.lfu_decay;
   if (!(d > 0.0 && d <= 1.0)) fail("lfu-decay: decay per step must be in (0, 1], got {}", d);
 }

@@ -28,7 +28,7 @@ class LfuDecayPolicy : public CachePolicy {
 
  private:
   void bump(int32_t idx);
-  std::vector<double> score_;  // [n_layer * n_expert] decayed count × unit_
+  std::vector<double> score_;  // [n_moe_layers * n_expert] decayed count × unit_
   double unit_ = 1.0;          // what one lookup adds now: decay^-(steps so far), rescaled
   ScoredSet order_;
 };

@@ -5,7 +5,7 @@
 namespace moetier::moe {
 
 LruPolicy::LruPolicy(CacheConfig config)
-    : CachePolicy(std::move(config)), lru_(this->config().n_layer * this->config().n_expert) {}
+    : CachePolicy(std::move(config)), lru_(this->config().n_moe_layers * this->config().n_expert) {}
 
 void LruPolicy::on_hit(int32_t idx, int32_t, Phase) { lru_.touch(idx); }
 void LruPolicy::on_insert(int32_t idx, int32_t, Phase) { lru_.touch(idx); }

@@ -1,11 +1,11 @@
 // "reuse" (ours): evict the resident entry expected to be needed LAST, estimated online from a decayed
 // per-step routing frequency and from where the entry's layer is in the layer cycle.
 //
-// Model. Each decode step visits every layer once, in order, so an expert of layer l gets its next chance
-// when the forward pass next reaches l: while layer L is being served, in (l - L - 1) mod n_layer + 1 layers,
-// i.e. a fraction  phase = ((l - L - 1) mod n_layer + 1) / n_layer  of a step away (layers after L come this
-// step; L and the ones before it come next step). Whether it is routed at that chance is a Bernoulli draw
-// with probability p, estimated as the decayed share of recent steps that routed it:
+// Model. Each decode step visits every (MoE) layer once, in order, so an expert of layer l gets its next
+// chance when the forward pass next reaches l: while layer L is being served, in (l - L - 1) mod n_moe_layers + 1
+// layers, i.e. a fraction  phase = ((l - L - 1) mod n_moe_layers + 1) / n_moe_layers  of a step away (layers
+// after L come this step; L and the ones before it come next step). Whether it is routed at that chance is a
+// Bernoulli draw with probability p, estimated as the decayed share of recent steps that routed it:
 //     f = sum over past lookups of decay^(age in steps)      (+1 per batch that routes it; prefill weighs
 //                                                             reuse_prefill_weight per prompt batch)
 //     p = clamp(f × (1 - decay), p_floor, 1)                 (f × (1 - decay) is the decayed mean rate)
@@ -37,7 +37,7 @@ class ReusePolicy : public LruPolicy {
 
  private:
   void bump(int32_t idx, Phase phase);
-  std::vector<double> freq_;  // [n_layer * n_expert] decayed lookup count × unit_
+  std::vector<double> freq_;  // [n_moe_layers * n_expert] decayed lookup count × unit_
   double unit_ = 1.0;         // what one lookup adds now: decay^-(steps so far), rescaled
   int32_t layer_ = 0;         // layer of the batch being served
 };

@@ -9,9 +9,9 @@ namespace moetier::moe {
 StaticPolicy::StaticPolicy(CacheConfig config) : CachePolicy(std::move(config)) {
   const CacheConfig& c = this->config();
   for (const ExpertKey& k : c.params.static_hot) {
-    if (k.layer < 0 || k.layer >= c.n_layer || k.expert < 0 || k.expert >= c.n_expert) {
-      fail("static: hot-list entry (layer {}, expert {}) out of range ({} layers x {} experts)", k.layer, k.expert,
-           c.n_layer, c.n_expert);
+    if (k.layer < 0 || k.layer >= c.n_moe_layers || k.expert < 0 || k.expert >= c.n_expert) {
+      fail("static: hot-list entry (layer {}, expert {}) out of range ({} MoE layers x {} experts)", k.layer, k.expert,
+           c.n_moe_layers, c.n_expert);
     }
     const int32_t idx = index(k);
     if (contains(k) || weight(k.layer) > free_capacity()) continue;
