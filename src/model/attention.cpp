@@ -33,14 +33,14 @@ void add_bias(float* y, const std::vector<float>& b, int64_t n_tok, int64_t n) {
 }  // namespace
 
 void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer, const float* x, int64_t pos0,
-                        int64_t n_tok, float* out, quant::MatmulScratch& mm) {
+                        int64_t n_tok, float* out, compute::Backend& be) {
   const int64_t hd = cfg_.head_dim, nh = cfg_.n_head, nkv = cfg_.n_head_kv;
   const int64_t nq = nh * hd, nk = nkv * hd;
   float* q = q_.data();
   float* k = k_.data();
   float* v = v_.data();
   const quant::Product qkv[] = {{w.wq, q}, {w.wk, k}, {w.wv, v}};
-  quant::matmul_shared_x(qkv, x, n_tok, mm);
+  be.matmul_shared_x(qkv, x, n_tok);
   add_bias(q, w.bq, n_tok, nq);
   add_bias(k, w.bk, n_tok, nk);
   add_bias(v, w.bv, n_tok, nk);
@@ -54,7 +54,7 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t group = nh / nkv;
-  util::ThreadPool* pool = mm.pool();
+  util::ThreadPool* pool = be.host_pool();
   const int n_threads = pool != nullptr ? std::min(pool->size(), n_threads_) : 1;
   // A task: one token's query heads h0 .. h0 + sub - 1, which share a KV head: their scores over the visible
   // keys, each head's softmax, and the weighted sums of the values into their own slices of ctx_. Each cached
@@ -97,7 +97,7 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
       if (i < n_threads) range(i);
     });
   }
-  quant::matmul(w.wo, ctx_.data(), out, n_tok, mm);
+  be.matmul(w.wo, ctx_.data(), out, n_tok);
   add_bias(out, w.bo, n_tok, cfg_.n_embd);
 }
 

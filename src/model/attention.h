@@ -13,6 +13,7 @@
 
 #include "model/kv_cache.h"
 #include "model/rope.h"
+#include "compute/backend.h"
 #include "quant/matmul.h"
 
 namespace moetier::model {
@@ -50,7 +51,7 @@ class Attention {
   // out[n_tok, n_embd] = attention of the normalised input x[n_tok, n_embd] for tokens at pos0..pos0+n_tok-1,
   // whose keys/values are first stored into `cache` layer `layer`. Token t sees cache positions <= pos0 + t.
   void forward(const AttentionWeights& w, KvCache& cache, int64_t layer, const float* x, int64_t pos0,
-               int64_t n_tok, float* out, quant::MatmulScratch& mm);
+               int64_t n_tok, float* out, compute::Backend& be);
 
   const AttentionConfig& config() const { return cfg_; }
 

@@ -1,16 +1,16 @@
 #include "model/eval.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "sample/greedy.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace moetier::model {
 
@@ -29,7 +29,7 @@ void log_softmax(std::span<const float> x, std::vector<double>& out) {
 
 }  // namespace
 
-EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t n_prefill) {
+EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t n_prefill, StepHooks* hooks) {
   const ModelInfo& mi = model.info();
   const auto n = static_cast<int64_t>(tokens.size());
   if (n < 1) fail("eval: no tokens to evaluate");
@@ -44,15 +44,25 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t n_pre
   const int64_t route_per_tok = mi.n_moe_layers * mi.n_expert_used;
   r.routing.resize(static_cast<size_t>(n * route_per_tok));
   auto run = [&](int64_t start, int64_t count) {
+    const std::span<int32_t> routing = std::span<int32_t>(r.routing).subspan(
+        static_cast<size_t>(start * route_per_tok), static_cast<size_t>(count * route_per_tok));
     model.forward(tokens.subspan(static_cast<size_t>(start), static_cast<size_t>(count)), start,
                   std::span<float>(r.logits).subspan(static_cast<size_t>(start * mi.n_vocab),
                                                      static_cast<size_t>(count * mi.n_vocab)),
-                  LogitsMode::all,
-                  std::span<int32_t>(r.routing).subspan(static_cast<size_t>(start * route_per_tok),
-                                                        static_cast<size_t>(count * route_per_tok)));
+                  LogitsMode::all, routing);
+    if (hooks != nullptr && route_per_tok > 0) hooks->routed(start, count, routing);
   };
-  for (int64_t s = 0; s < n_prefill; s += mi.n_batch) run(s, std::min(mi.n_batch, n_prefill - s));
-  for (int64_t s = n_prefill; s < n; ++s) run(s, 1);
+  // The steps a Generator would take: the prefill (in chunks of n_batch) as one step, then one step per token.
+  const auto step = [&](bool prefill, int64_t start, int64_t count) {
+    if (hooks != nullptr) hooks->begin(prefill);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t s = start; s < start + count; s += prefill ? mi.n_batch : 1)
+      run(s, prefill ? std::min(mi.n_batch, start + count - s) : 1);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (hooks != nullptr) hooks->end(prefill, count, seconds);
+  };
+  if (n_prefill > 0) step(true, 0, n_prefill);
+  for (int64_t s = n_prefill; s < n; ++s) step(false, s, 1);
 
   if (n >= 2) {
     double nll = 0.0;
@@ -139,22 +149,8 @@ RoutingComparison compare_routing(std::span<const int32_t> ours, std::span<const
   return c;
 }
 
-nlohmann::json read_json_lenient(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open {}", path.string());
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (char& ch : text) {
-    if (static_cast<unsigned char>(ch) >= 0x80) ch = '?';
-  }
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{} is not valid JSON: {}", path.string(), e.what());
-  }
-}
-
 EvalTokens read_eval_tokens(const std::filesystem::path& json_path, int64_t decode_from) {
-  const nlohmann::json j = read_json_lenient(json_path);
+  const nlohmann::json j = util::read_json_lenient(json_path);
   auto ids = [&](const nlohmann::json& arr, const char* what) {
     if (!arr.is_array()) fail("token file {}: '{}' is not a list of token ids", json_path.string(), what);
     std::vector<int32_t> v;
@@ -185,25 +181,6 @@ EvalTokens read_eval_tokens(const std::filesystem::path& json_path, int64_t deco
     t.n_prefill = decode_from;
   }
   return t;
-}
-
-void write_f32(const std::filesystem::path& path, std::span<const float> v) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail("cannot create {}", path.string());
-  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size_bytes()));
-  if (!out) fail("error writing {}", path.string());
-}
-
-std::vector<float> read_f32(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail("cannot open {}", path.string());
-  const auto size = static_cast<size_t>(in.tellg());
-  if (size % sizeof(float) != 0) fail("{} has {} bytes, not a whole number of float32 values", path.string(), size);
-  std::vector<float> v(size / sizeof(float));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(size));
-  if (!in) fail("error reading {}", path.string());
-  return v;
 }
 
 }  // namespace moetier::model

@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "model/generator.h"
 #include "model/model.h"
 
 namespace moetier::model {
@@ -28,8 +27,10 @@ struct EvalResult {
   double perplexity = 0.0;
 };
 
-// Runs `tokens` from position 0 (tokens.size() <= n_ctx, n_prefill <= tokens.size()).
-EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t n_prefill);
+// Runs `tokens` from position 0 (tokens.size() <= n_ctx, n_prefill <= tokens.size()). `hooks`, when given, sees
+// the steps a Generator takes (the prefill as one step, then each token) and every forward pass's routing, so a
+// streaming store and the run recorder count an evaluation as they count a run.
+EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t n_prefill, StepHooks* hooks = nullptr);
 
 // Free-running greedy generation: runs `prompt` as one batch, then appends argmax tokens one at a time.
 std::vector<int32_t> generate_greedy(Model& model, std::span<const int32_t> prompt, int64_t n_new);
@@ -60,13 +61,5 @@ struct EvalTokens {
   int64_t n_prefill = 0;
 };
 EvalTokens read_eval_tokens(const std::filesystem::path& json_path, int64_t decode_from = -1);
-
-// A JSON file parsed leniently: bytes >= 0x80 become '?' first, because the oracle's greedy_text fields may hold
-// ill-formed UTF-8 (detokenised random byte tokens) and only the numbers matter here.
-nlohmann::json read_json_lenient(const std::filesystem::path& path);
-
-// Little-endian float32 files of logits.
-void write_f32(const std::filesystem::path& path, std::span<const float> v);
-std::vector<float> read_f32(const std::filesystem::path& path);
 
 }  // namespace moetier::model

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/glu.h"
+#include "compute/backend.h"
 #include "quant/matmul.h"
 
 namespace moetier::model {
@@ -21,7 +22,7 @@ class DenseFfn {
   DenseFfn() = default;
   DenseFfn(int64_t n_ff, int64_t max_tok, GluConfig glu);
   // out[n_tok, n_embd] = FFN(x[n_tok, n_embd]).
-  void forward(const FfnWeights& w, const float* x, int64_t n_tok, float* out, quant::MatmulScratch& mm);
+  void forward(const FfnWeights& w, const float* x, int64_t n_tok, float* out, compute::Backend& be);
 
  private:
   GluConfig glu_;

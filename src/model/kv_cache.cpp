@@ -4,8 +4,17 @@
 
 #include "quant/fp16.h"
 #include "quant/kernels/vec_kernels.h"
+#include "util/error.h"
 
 namespace moetier::model {
+
+std::string_view kv_type_name(KvType t) { return t == KvType::f16 ? "f16" : "f32"; }
+
+KvType parse_kv_type(std::string_view s) {
+  if (s == "f16") return KvType::f16;
+  if (s == "f32") return KvType::f32;
+  fail("KV cache type '{}' is not one of f16, f32", s);
+}
 
 KvCache::KvCache(int64_t n_layer, int64_t n_ctx, int64_t n_kv, KvType type)
     : n_layer_(n_layer), n_ctx_(n_ctx), n_kv_(n_kv), type_(type) {

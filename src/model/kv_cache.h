@@ -7,11 +7,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace moetier::model {
 
 enum class KvType { f16, f32 };
+std::string_view kv_type_name(KvType t);  // "f16", "f32"
+// "f16" / "f32"; throws moetier::Error naming the value and the choices otherwise.
+KvType parse_kv_type(std::string_view s);
 
 class KvCache {
  public:

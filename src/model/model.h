@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "gguf/gguf.h"
 #include "model/kv_cache.h"
@@ -27,7 +28,7 @@ namespace moetier::model {
 class RoutingOverride;  // model/router.h
 
 struct ModelOptions {
-  int64_t n_ctx = 0;    // KV cache positions; 0 = the model's context_length, at most 4096
+  int64_t n_ctx = 0;    // KV cache positions; 0 = default_context()
   int64_t n_batch = 512;  // most tokens per forward() call (prefill chunk); capped at n_ctx
   KvType kv_type = KvType::f16;  // the reference engine's default
   int64_t n_expert_used = 0;     // 0 = the model's expert_used_count; otherwise an override (lossy)
@@ -50,9 +51,28 @@ struct ModelInfo {
   int64_t n_ctx = 0;         // as allocated
   int64_t n_batch = 0;       // as allocated
   int64_t n_moe_layers = 0;  // layers with routed experts (0 for dense models)
+  std::vector<int64_t> moe_layers;  // [n_moe_layers]: block index of each MoE layer (model/moe_layers.h), ascending
   int64_t n_expert = 0;      // experts per MoE layer (0 for dense models)
   int64_t n_expert_used = 0; // experts chosen per token (after any override)
 };
+
+// What an architecture says about a file before loading it: the sizes that its defaults and memory estimates
+// depend on (the engine's context default, the placement's and cache budget's context bytes).
+struct ArchSummary {
+  int64_t n_ctx_train = 0;  // <arch>.context_length
+  int64_t n_layer = 0;
+  // K and V elements one position stores over all layers (2 x sum over layers of n_head_kv x head_dim): KV
+  // cache bytes per position = this x the KV type's element size.
+  int64_t kv_elements_per_position = 0;
+  // The most query heads sharing one KV head (n_head / n_head_kv): attention keeps that many score rows of
+  // n_ctx floats per compute thread (model/attention.h).
+  int64_t max_query_heads_per_kv = 1;
+};
+
+// The context a model gets when none is asked for: its training context, at most kMaxDefaultContext positions
+// (the KV cache grows with it).
+inline constexpr int64_t kMaxDefaultContext = 4096;
+int64_t default_context(const ArchSummary& s);
 
 enum class LogitsMode { all, last };
 
@@ -65,7 +85,8 @@ class Model {
   // storing their keys/values in the cache; positions < pos must have been run before (later positions are
   // overwritten, so restarting at pos 0 begins a new sequence).
   // logits: [n, n_vocab] for LogitsMode::all, [n_vocab] (the last token's) for LogitsMode::last.
-  // routing: empty, or [n, n_moe_layers, n_expert_used] receiving each MoE layer's chosen expert ids.
+  // routing: empty, or [n, n_moe_layers, n_expert_used] receiving each MoE layer's chosen expert ids, by MoE
+  // ordinal (info().moe_layers[m] is the block of ordinal m).
   // Throws moetier::Error for a token id outside the vocabulary, a full context or wrongly sized spans.
   virtual void forward(std::span<const int32_t> tokens, int64_t pos, std::span<float> logits, LogitsMode mode,
                        std::span<int32_t> routing = {}) = 0;
@@ -77,5 +98,9 @@ class Model {
 // tensor that is missing or mis-shaped.
 std::unique_ptr<Model> load_model(const gguf::GgufModel& file, const ModelOptions& opts = {},
                                   std::unique_ptr<moe::ExpertSource> experts = nullptr);
+
+// The file's ArchSummary, from its architecture's hyperparameters (no tensor is read). Throws as load_model does
+// for an unsupported architecture or bad metadata.
+ArchSummary summarize(const gguf::GgufModel& file);
 
 }  // namespace moetier::model

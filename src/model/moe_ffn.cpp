@@ -13,24 +13,24 @@ MoeFfn::MoeFfn(const RouterConfig& router, const GluConfig& glu, int64_t n_embd,
       n_ff_(n_ff),
       logits_(static_cast<size_t>(max_tok * router.n_expert)),
       probs_(static_cast<size_t>(router.n_expert)),
-      ids_(static_cast<size_t>(max_tok * router.n_used)),
-      weights_(static_cast<size_t>(max_tok * router.n_used)),
+      ids_(static_cast<size_t>(max_tok * router.n_expert_used)),
+      weights_(static_cast<size_t>(max_tok * router.n_expert_used)),
       count_(static_cast<size_t>(router.n_expert)),
       start_(static_cast<size_t>(router.n_expert)),
-      slots_(static_cast<size_t>(max_tok * router.n_used)),
-      pos_(static_cast<size_t>(max_tok * router.n_used)),
+      slots_(static_cast<size_t>(max_tok * router.n_expert_used)),
+      pos_(static_cast<size_t>(max_tok * router.n_expert_used)),
       chosen_(static_cast<size_t>(router.n_expert)),
-      xg_(static_cast<size_t>(max_tok * router.n_used * n_embd)),
-      gate_(static_cast<size_t>(max_tok * router.n_used * n_ff)),
-      up_(static_cast<size_t>(max_tok * router.n_used * n_ff)),
-      per_slot_(static_cast<size_t>(max_tok * router.n_used * n_embd)),
+      xg_(static_cast<size_t>(max_tok * router.n_expert_used * n_embd)),
+      gate_(static_cast<size_t>(max_tok * router.n_expert_used * n_ff)),
+      up_(static_cast<size_t>(max_tok * router.n_expert_used * n_ff)),
+      per_slot_(static_cast<size_t>(max_tok * router.n_expert_used * n_embd)),
       products_(static_cast<size_t>(2 * router.n_expert)),
       groups_(static_cast<size_t>(router.n_expert)) {}
 
 void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& experts, const float* x,
-                     int64_t n_tok, float* out, int32_t* routing, quant::MatmulScratch& mm) {
-  const int64_t E = router_.n_expert, K = router_.n_used, D = n_embd_;
-  quant::matmul(rw.gate_inp, x, logits_.data(), n_tok, mm);
+                     int64_t n_tok, float* out, int32_t* routing, compute::Backend& be) {
+  const int64_t E = router_.n_expert, K = router_.n_expert_used, D = n_embd_;
+  be.matmul(rw.gate_inp, x, logits_.data(), n_tok);
   std::fill(count_.begin(), count_.end(), 0);
   if (override_ != nullptr) {
     override_->route(layer, n_tok, ids_.data(), weights_.data());
@@ -64,7 +64,7 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
 
   x_ = x;
   n_tok_ = n_tok;
-  mm_ = &mm;
+  be_ = &be;
   experts.fetch(layer, std::span<const int32_t>(chosen_.data(), static_cast<size_t>(n_chosen)), *this);
 
   const auto slot_out = [&](int64_t ts) { return per_slot_.data() + pos_[static_cast<size_t>(ts)] * D; };
@@ -80,7 +80,7 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
 
 void MoeFfn::on_experts(std::span<const int32_t> experts, std::span<const moe::ExpertWeights> weights) {
   assert(experts.size() == weights.size() && !experts.empty());
-  const int64_t K = router_.n_used, D = n_embd_, F = n_ff_;
+  const int64_t K = router_.n_expert_used, D = n_embd_, F = n_ff_;
   const size_t n = experts.size();
   // Gate and up of every expert of the delivery, each on its own tokens' rows. An expert that every token chose
   // (at decode, each of them) reads x itself, so matmul_groups quantizes it once for all of them.
@@ -99,7 +99,7 @@ void MoeFfn::on_experts(std::span<const int32_t> experts, std::span<const moe::E
     products_[2 * i + 1] = {weights[i].up, up_.data() + p0 * F};
     groups_[i] = {std::span<const quant::Product>(products_.data() + 2 * i, 2), xe, nt, n_tok_ > 1};
   }
-  quant::matmul_groups(std::span<const quant::ProductGroup>(groups_.data(), n), *mm_);
+  be_->matmul_groups(std::span<const quant::ProductGroup>(groups_.data(), n));
   for (size_t i = 0; i < n; ++i) {
     const moe::ExpertWeights& w = weights[i];
     const auto e = static_cast<size_t>(experts[i]);
@@ -122,7 +122,7 @@ void MoeFfn::on_experts(std::span<const int32_t> experts, std::span<const moe::E
     groups_[i] = {std::span<const quant::Product>(products_.data() + i, 1), gate_.data() + p0 * F, groups_[i].n_tok,
                   n_tok_ > 1};
   }
-  quant::matmul_groups(std::span<const quant::ProductGroup>(groups_.data(), n), *mm_);
+  be_->matmul_groups(std::span<const quant::ProductGroup>(groups_.data(), n));
   for (size_t i = 0; i < n; ++i) {
     const float* bias = weights[i].down_bias;
     const auto e = static_cast<size_t>(experts[i]);

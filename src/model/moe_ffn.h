@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "compute/backend.h"
 #include "model/glu.h"
 #include "model/router.h"
 #include "moe/expert_source.h"
@@ -31,9 +32,9 @@ class MoeFfn final : private moe::ExpertConsumer {
   MoeFfn(const RouterConfig& router, const GluConfig& glu, int64_t n_embd, int64_t n_ff, int64_t max_tok);
 
   // out[n_tok, n_embd] = MoE(x[n_tok, n_embd]) for `layer`. If `routing` is not null it receives the chosen
-  // expert ids [n_tok, n_used] in descending weight order.
+  // expert ids [n_tok, n_expert_used] in descending weight order.
   void forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& experts, const float* x, int64_t n_tok,
-               float* out, int32_t* routing, quant::MatmulScratch& mm);
+               float* out, int32_t* routing, compute::Backend& be);
 
   const RouterConfig& router() const { return router_; }
   // Routes through `o` instead of the router from now on (null: the router). `o` must outlive the block.
@@ -47,25 +48,26 @@ class MoeFfn final : private moe::ExpertConsumer {
   int64_t n_embd_ = 0, n_ff_ = 0;
   std::vector<float> logits_;    // [max_tok, n_expert]: router logits
   std::vector<float> probs_;     // [n_expert]: routing scratch
-  std::vector<int32_t> ids_;     // [max_tok, n_used]: chosen experts
-  std::vector<float> weights_;   // [max_tok, n_used]: their mixing weights
+  std::vector<int32_t> ids_;     // [max_tok, n_expert_used]: chosen experts
+  std::vector<float> weights_;   // [max_tok, n_expert_used]: their mixing weights
   std::vector<int32_t> count_;   // [n_expert]: tokens routed to each expert
   std::vector<int32_t> start_;   // [n_expert]: offset of each expert's list in slots_
   // The (token, slot) pairs grouped by expert: "position" p below is an index into this order.
-  std::vector<int32_t> slots_;   // [max_tok * n_used]: position -> token * n_used + slot
-  std::vector<int32_t> pos_;     // [max_tok * n_used]: token * n_used + slot -> position
+  std::vector<int32_t> slots_;   // [max_tok * n_expert_used]: position -> token * n_expert_used + slot
+  std::vector<int32_t> pos_;     // [max_tok * n_expert_used]: token * n_expert_used + slot -> position
   std::vector<int32_t> chosen_;  // [n_expert]: distinct experts of this batch
-  std::vector<float> xg_;        // [max_tok * n_used, n_embd]: input row per position (experts not all tokens chose)
-  std::vector<float> gate_;      // [max_tok * n_used, n_ff]: gate projection per position, then the GLU output
-  std::vector<float> up_;        // [max_tok * n_used, n_ff]
-  std::vector<float> per_slot_;  // [max_tok * n_used, n_embd]: weighted expert output per position
+  // [max_tok * n_expert_used, n_embd]: input row per position (for experts that not all tokens chose)
+  std::vector<float> xg_;
+  std::vector<float> gate_;      // [max_tok * n_expert_used, n_ff]: gate projection per position, then the GLU output
+  std::vector<float> up_;        // [max_tok * n_expert_used, n_ff]
+  std::vector<float> per_slot_;  // [max_tok * n_expert_used, n_embd]: weighted expert output per position
   std::vector<quant::Product> products_;    // [2 * n_expert]: one delivery's products
   std::vector<quant::ProductGroup> groups_;  // [n_expert]: one delivery's experts
   RoutingOverride* override_ = nullptr;  // not owned; see set_routing_override
   // Per-call state read by on_experts.
   const float* x_ = nullptr;
   int64_t n_tok_ = 0;
-  quant::MatmulScratch* mm_ = nullptr;
+  compute::Backend* be_ = nullptr;
 };
 
 }  // namespace moetier::model

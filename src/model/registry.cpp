@@ -10,9 +10,9 @@ namespace moetier::model {
 namespace {
 
 constexpr std::array<ArchitectureEntry, 3> kArchitectures{{
-    {"gpt-oss", &make_gptoss},
-    {"llama", &make_llama},
-    {"qwen3moe", &make_qwen3moe},
+    {"gpt-oss", &make_gptoss, &summarize_gptoss},
+    {"llama", &make_llama, &summarize_llama},
+    {"qwen3moe", &make_qwen3moe, &summarize_qwen3moe},
 }};
 
 }  // namespace
@@ -26,8 +26,10 @@ const ArchitectureEntry* find_architecture(std::string_view name) {
   return nullptr;
 }
 
-std::unique_ptr<Model> load_model(const gguf::GgufModel& file, const ModelOptions& opts,
-                                  std::unique_ptr<moe::ExpertSource> experts) {
+namespace {
+
+// The file's architecture entry; throws listing the supported ones when there is none.
+const ArchitectureEntry& entry_for(const gguf::GgufModel& file) {
   const std::string arch = file.architecture();
   const ArchitectureEntry* entry = find_architecture(arch);
   if (entry == nullptr) {
@@ -35,7 +37,16 @@ std::unique_ptr<Model> load_model(const gguf::GgufModel& file, const ModelOption
     for (const auto& a : kArchitectures) names += (names.empty() ? "" : ", ") + std::string(a.name);
     fail("unsupported architecture '{}' in {} (supported: {})", arch, file.path().string(), names);
   }
-  return entry->make(file, opts, std::move(experts));
+  return *entry;
 }
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const gguf::GgufModel& file, const ModelOptions& opts,
+                                  std::unique_ptr<moe::ExpertSource> experts) {
+  return entry_for(file).make(file, opts, std::move(experts));
+}
+
+ArchSummary summarize(const gguf::GgufModel& file) { return entry_for(file).summarize(file); }
 
 }  // namespace moetier::model

@@ -24,7 +24,7 @@ void top_k(const float* v, int64_t n, int64_t k, int32_t* ids) {
 }  // namespace
 
 void route(const RouterConfig& cfg, const float* logits, float* probs, int32_t* ids, float* weights) {
-  const int64_t n = cfg.n_expert, k = cfg.n_used;
+  const int64_t n = cfg.n_expert, k = cfg.n_expert_used;
   if (cfg.gating == RouterConfig::Gating::softmax_topk) {
     float mx = logits[0];
     for (int64_t e = 1; e < n; ++e) mx = std::max(mx, logits[e]);

@@ -16,7 +16,7 @@ struct RouterConfig {
   enum class Gating { softmax_topk, topk_softmax } gating = Gating::softmax_topk;
   bool normalize = true;  // softmax_topk only
   int64_t n_expert = 0;
-  int64_t n_used = 0;  // k
+  int64_t n_expert_used = 0;  // k (top-k)
 };
 
 // ids[k], weights[k] (in descending weight order) from logits[n_expert]. `probs` is scratch [n_expert].

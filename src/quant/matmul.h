@@ -34,14 +34,21 @@ class ThreadPool;
 
 namespace moetier::quant {
 
+// Where a buffer's bytes live. host: memory the CPU addresses (the file's mapping, an expert cache slot, a
+// std::vector); device: a compute backend's own memory (a GPU's VRAM), readable only by that backend's products
+// (compute/backend.h says which a backend reads).
+enum class Memory : uint8_t { host, device };
+
 // A row-major weight matrix as stored in a GGUF file: `rows` rows of `cols` elements (cols = GGUF ne[0]),
-// each row `row_bytes` bytes of type `type`. Non-owning: `data` points into the mapping or an expert cache.
+// each row `row_bytes` bytes of type `type`. Non-owning: `data` points into the mapping or an expert cache
+// (memory host), or is a backend's device address (memory device).
 struct WeightView {
   GgmlType type = GgmlType::F32;
   const uint8_t* data = nullptr;  // [rows, cols] of `type`
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_bytes = 0;
+  Memory memory = Memory::host;
 
   bool empty() const { return data == nullptr; }
   // Row `r` as raw bytes.

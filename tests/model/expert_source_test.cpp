@@ -46,7 +46,9 @@ TEST(ExpertSource, DeliveryOrderDoesNotChangeResults) {
   const std::vector<int32_t> tokens{1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
   const auto a = load_model(f, ModelOptions{.n_ctx = 64});
   const EvalResult ra = evaluate(*a, tokens, 6);
-  auto src = std::make_unique<ReversedExperts>(f, moe::ExpertShape{2, 8, 128, 128, true});
+  const moe::ExpertShape shape{
+      .n_moe_layers = 2, .n_expert = 8, .n_embd = 128, .n_ff = 128, .has_bias = true, .moe_layers = {0, 1}};
+  auto src = std::make_unique<ReversedExperts>(f, shape);
   ReversedExperts* raw = src.get();
   const auto b = load_model(f, ModelOptions{.n_ctx = 64}, std::move(src));
   const EvalResult rb = evaluate(*b, tokens, 6);
@@ -63,7 +65,9 @@ TEST(ExpertSource, DeliveryBatchesDoNotChangeResultsQuantized) {
   for (int threads : {1, 2}) {
     const auto a = load_model(f, ModelOptions{.n_ctx = 64, .threads = threads});
     const EvalResult ra = evaluate(*a, tokens, 8);
-    auto src = std::make_unique<ReversedExperts>(f, moe::ExpertShape{4, 16, a->info().n_embd, 256, false});
+    const moe::ExpertShape shape{
+        .n_moe_layers = 4, .n_expert = 16, .n_embd = a->info().n_embd, .n_ff = 256, .moe_layers = {0, 1, 2, 3}};
+    auto src = std::make_unique<ReversedExperts>(f, shape);
     ReversedExperts* raw = src.get();
     const auto b = load_model(f, ModelOptions{.n_ctx = 64, .threads = threads}, std::move(src));
     const EvalResult rb = evaluate(*b, tokens, 8);

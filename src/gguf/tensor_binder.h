@@ -11,16 +11,16 @@
 #include "gguf/gguf.h"
 #include "quant/matmul.h"
 
-namespace moetier::model {
+namespace moetier::gguf {
 
 class TensorBinder {
  public:
-  explicit TensorBinder(const gguf::GgufModel& file) : file_(file) {}
+  explicit TensorBinder(const GgufModel& file) : file_(file) {}
 
   bool has(const std::string& name) const { return file_.find(name) != nullptr; }
 
   // The tensor `name` with GGUF shape `ne` (ne[0] contiguous); any type with a dequantizer.
-  const gguf::TensorInfo& tensor(const std::string& name, std::initializer_list<int64_t> ne) const;
+  const TensorInfo& tensor(const std::string& name, std::initializer_list<int64_t> ne) const;
 
   // A matrix of `rows` rows of `cols` elements: GGUF shape [cols, rows].
   quant::WeightView matrix(const std::string& name, int64_t cols, int64_t rows) const;
@@ -37,10 +37,10 @@ class TensorBinder {
   const float* f32_in_place(const std::string& name, std::initializer_list<int64_t> ne) const;
 
  private:
-  const gguf::GgufModel& file_;
+  const GgufModel& file_;
 };
 
 // "blk.3.attn_q.weight" from (3, "attn_q.weight").
 std::string block_tensor(int64_t layer, const char* suffix);
 
-}  // namespace moetier::model
+}  // namespace moetier::gguf

@@ -1,4 +1,4 @@
-#include "model/tensor_binding.h"
+#include "gguf/tensor_binder.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -6,7 +6,7 @@
 #include "quant/dequant_ref.h"
 #include "util/error.h"
 
-namespace moetier::model {
+namespace moetier::gguf {
 
 namespace {
 
@@ -16,8 +16,8 @@ std::string shape_of(std::initializer_list<int64_t> ne) { return fmt::format("[{
 
 std::string block_tensor(int64_t layer, const char* suffix) { return fmt::format("blk.{}.{}", layer, suffix); }
 
-const gguf::TensorInfo& TensorBinder::tensor(const std::string& name, std::initializer_list<int64_t> ne) const {
-  const gguf::TensorInfo* t = file_.find(name);
+const TensorInfo& TensorBinder::tensor(const std::string& name, std::initializer_list<int64_t> ne) const {
+  const TensorInfo* t = file_.find(name);
   if (t == nullptr) fail("tensor '{}' is missing from {} (expected shape {})", name, file_.path().string(), shape_of(ne));
   bool ok = t->n_dims == ne.size();
   size_t i = 0;
@@ -30,17 +30,17 @@ const gguf::TensorInfo& TensorBinder::tensor(const std::string& name, std::initi
 }
 
 quant::WeightView TensorBinder::matrix(const std::string& name, int64_t cols, int64_t rows) const {
-  const gguf::TensorInfo& t = tensor(name, {cols, rows});
+  const TensorInfo& t = tensor(name, {cols, rows});
   return quant::WeightView{t.type, t.data, rows, cols, quant::row_bytes(t.type, cols)};
 }
 
 quant::WeightView TensorBinder::matrix_stack(const std::string& name, int64_t cols, int64_t rows, int64_t n) const {
-  const gguf::TensorInfo& t = tensor(name, {cols, rows, n});
+  const TensorInfo& t = tensor(name, {cols, rows, n});
   return quant::WeightView{t.type, t.data, rows * n, cols, quant::row_bytes(t.type, cols)};
 }
 
 std::vector<float> TensorBinder::vector(const std::string& name, int64_t n) const {
-  const gguf::TensorInfo& t = tensor(name, {n});
+  const TensorInfo& t = tensor(name, {n});
   std::vector<float> v(static_cast<size_t>(n));
   quant::dequantize_row_ref(t.type, t.data, v.data(), n);
   return v;
@@ -52,9 +52,9 @@ std::vector<float> TensorBinder::optional_vector(const std::string& name, int64_
 }
 
 const float* TensorBinder::f32_in_place(const std::string& name, std::initializer_list<int64_t> ne) const {
-  const gguf::TensorInfo& t = tensor(name, ne);
+  const TensorInfo& t = tensor(name, ne);
   if (t.type != quant::GgmlType::F32) fail("tensor '{}' has type {}, expected F32", name, quant::type_name(t.type));
   return reinterpret_cast<const float*>(t.data);
 }
 
-}  // namespace moetier::model
+}  // namespace moetier::gguf

@@ -1,0 +1,81 @@
+// The routed-expert layers of a model, wired in one place for every architecture: which blocks have routed
+// experts (the MoE layers), each one's router, the expert source that delivers their experts, and the MoE block
+// that computes them. A MoE layer has two numbers: its block index il in [0, n_layer) (blk.N in the file, the KV
+// cache's layer) and its MoE ordinal m in [0, n_moe_layers) (the m-th block with routed experts). The ordinal is
+// what the router override, the expert source, the cache policies, route traces, replay and telemetry index by;
+// the two agree only when every layer is a MoE layer. DeepSeek and GLM files keep `leading_dense_block_count`
+// dense blocks first (a dense FFN of feed_forward_length); the ordinal then starts at that block.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "compute/backend.h"
+#include "gguf/gguf.h"
+#include "gguf/tensor_binder.h"
+#include "model/arch_metadata.h"
+#include "model/common_hparams.h"
+#include "model/ffn.h"
+#include "model/model.h"
+#include "model/moe_ffn.h"
+#include "moe/expert_source.h"
+
+namespace moetier::model {
+
+struct MoeHparams {
+  int64_t n_expert = 0;       // expert_count
+  int64_t n_expert_used = 0;  // expert_used_count (at most n_expert), or ModelOptions::n_expert_used
+  int64_t n_ff_exp = 0;       // expert_feed_forward_length (or the architecture's fallback)
+  int64_t n_dense_lead = 0;   // leading_dense_block_count (default 0): blocks 0 .. n_dense_lead - 1 are dense
+};
+
+// Reads the above; n_ff_fallback >= 1 is expert_feed_forward_length's default (Mixtral files have only
+// feed_forward_length), 0 makes the key required. Throws naming the key for a bad value or an --n-expert-used
+// override outside 1..n_expert.
+MoeHparams read_moe_hparams(const ArchMetadata& md, const CommonHparams& c, const ModelOptions& opts,
+                            int64_t n_ff_fallback = 0);
+
+// Which tensors a MoE layer's router and experts carry.
+struct MoeTensors {
+  bool router_bias = false;  // ffn_gate_inp.bias [n_expert] (gpt-oss)
+  bool expert_bias = false;  // ffn_{gate,up,down}_exps.bias (gpt-oss)
+};
+
+class MoeLayers {
+ public:
+  MoeLayers() = default;
+  // Binds the routers of blocks n_dense_lead .. n_layer - 1 (ffn_gate_inp [n_expert, n_embd]) and takes the
+  // routed experts from `experts` (its shape must name the same MoE layers) or, when null, from the mapping.
+  // Allocates the MoE block for max_tok tokens. Throws naming a missing tensor or a mismatched expert source.
+  MoeLayers(const gguf::GgufModel& file, const gguf::TensorBinder& bind, int64_t n_layer, int64_t n_embd,
+            const MoeHparams& hp, const RouterConfig& router, const GluConfig& glu, MoeTensors with, int64_t max_tok,
+            RoutingOverride* routing_override, std::unique_ptr<moe::ExpertSource> experts);
+
+  bool is_moe(int64_t il) const { return ordinal(il) >= 0; }
+  // The MoE ordinal of block il, -1 for a dense block.
+  int64_t ordinal(int64_t il) const {
+    return il >= 0 && il < static_cast<int64_t>(ordinal_.size()) ? ordinal_[static_cast<size_t>(il)] : -1;
+  }
+  std::span<const int64_t> layers() const { return layers_; }  // [n_moe_layers]: block index of each ordinal
+  int64_t n_moe_layers() const { return static_cast<int64_t>(layers_.size()); }
+  const MoeHparams& hparams() const { return hp_; }
+
+  // out[n_tok, n_embd] = MoE(xn[n_tok, n_embd]) for MoE block il (is_moe(il)); routing: null or [n_tok,
+  // n_expert_used] receiving the chosen expert ids.
+  void forward(int64_t il, const float* xn, int64_t n_tok, float* out, int32_t* routing, compute::Backend& be);
+
+ private:
+  MoeHparams hp_;
+  std::vector<int64_t> ordinal_;       // [n_layer]: MoE ordinal of each block, -1 when dense
+  std::vector<int64_t> layers_;        // [n_moe_layers]: block index of each MoE ordinal, ascending
+  std::vector<RouterWeights> routers_; // [n_moe_layers]: gate_inp [n_expert, n_embd], bias [n_expert] or empty
+  MoeFfn ffn_;
+  std::unique_ptr<moe::ExpertSource> experts_;
+};
+
+// Binds block il's dense SwiGLU FFN: ffn_gate / ffn_up [n_ff, n_embd], ffn_down [n_embd, n_ff].
+FfnWeights bind_dense_ffn(const gguf::TensorBinder& bind, int64_t il, int64_t n_embd, int64_t n_ff);
+
+}  // namespace moetier::model
