@@ -10,18 +10,21 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "model/eval.h"
-#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/f32_file.h"
 
 namespace moetier::cli {
 
 namespace {
 
 struct EvalArgs {
-  std::string model;
+  ModelFlags model;
+  TelemetryFlags telemetry;
   std::string tokens_file;
   std::string text_file;
   std::string prompt;
@@ -29,10 +32,6 @@ struct EvalArgs {
   std::string routing_out;
   std::string kl_base;
   int64_t decode_from = -1;
-  int64_t n_ctx = 0;
-  int64_t n_batch = 512;
-  int64_t n_expert_used = 0;
-  std::string kv_type = "f16";
   bool exact_activations = false;
 };
 
@@ -45,12 +44,13 @@ std::string read_text(const std::string& path) {
 void run_eval(const EvalArgs& a) {
   const int n_inputs = int{!a.tokens_file.empty()} + int{!a.text_file.empty()} + int{!a.prompt.empty()};
   if (n_inputs != 1) fail("eval: give exactly one of --tokens, -f/--file or -p/--prompt");
-  const gguf::GgufModel file = gguf::GgufModel::open(a.model);
 
   model::EvalTokens in;
   if (!a.tokens_file.empty()) {
     in = model::read_eval_tokens(a.tokens_file, a.decode_from);
   } else {
+    // The text's length decides the default context, so it is tokenized before the engine loads.
+    const gguf::GgufModel file = gguf::GgufModel::open(a.model.model);
     const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_metadata(file.metadata());
     in.tokens = tok.encode(a.text_file.empty() ? a.prompt : read_text(a.text_file), true, false);
     if (in.tokens.empty()) fail("eval: the text encodes to no tokens");
@@ -59,27 +59,22 @@ void run_eval(const EvalArgs& a) {
     in.n_prefill = a.decode_from >= 0 ? a.decode_from : std::max<int64_t>(n - 1, 1);
   }
 
-  model::ModelOptions opts;
-  opts.n_ctx = a.n_ctx > 0 ? a.n_ctx : static_cast<int64_t>(in.tokens.size());
-  opts.n_batch = a.n_batch;
-  opts.n_expert_used = a.n_expert_used;
-  if (a.kv_type == "f16") {
-    opts.kv_type = model::KvType::f16;
-  } else if (a.kv_type == "f32") {
-    opts.kv_type = model::KvType::f32;
-  } else {
-    fail("--kv-type '{}' is not one of f16, f32", a.kv_type);
-  }
-  if (a.exact_activations) opts.rounding = quant::ActivationRounding::exact;
-  const auto m = model::load_model(file, opts);
-  const model::EvalResult r = model::evaluate(*m, in.tokens, in.n_prefill);
+  engine::EngineConfig cfg = a.model.config();
+  if (cfg.n_ctx == 0) cfg.n_ctx = static_cast<int64_t>(in.tokens.size());
+  if (a.exact_activations) cfg.rounding = quant::ActivationRounding::exact;
+  a.telemetry.apply(cfg, "eval");
+  cfg.telemetry.settings = {{"eval_tokens", std::to_string(in.tokens.size())},
+                            {"eval_prefill", std::to_string(in.n_prefill)}};
+  const auto e = engine::load_engine(cfg);
+  const model::EvalResult r = model::evaluate(e->model(), in.tokens, in.n_prefill, e->hooks());
+  const telemetry::RunSummary summary = e->finish();
 
-  fmt::print("model: {} ({}), {} tokens ({} in the first batch, then one at a time)\n", a.model,
-             m->info().architecture, r.n_rows, in.n_prefill);
+  fmt::print("model: {} ({}), {} tokens ({} in the first batch, then one at a time)\n", a.model.model,
+             e->info().architecture, r.n_rows, in.n_prefill);
   if (r.n_rows >= 2) fmt::print("perplexity: {:.4f} over {} predictions\n", r.perplexity, r.n_rows - 1);
 
   if (!a.logits_out.empty()) {
-    model::write_f32(a.logits_out, r.logits);
+    util::write_f32(a.logits_out, r.logits);
     fmt::print("logits: {} rows x {} written to {}\n", r.n_rows, r.n_vocab, a.logits_out);
   }
   if (!a.routing_out.empty()) {
@@ -103,7 +98,7 @@ void run_eval(const EvalArgs& a) {
                r.n_expert_used, a.routing_out);
   }
   if (!a.kl_base.empty()) {
-    const std::vector<float> base = model::read_f32(a.kl_base);
+    const std::vector<float> base = util::read_f32(a.kl_base);
     if (base.size() != r.logits.size()) {
       fail("--kl-base {} holds {} floats, expected {} ({} rows x n_vocab {})", a.kl_base, base.size(),
            r.logits.size(), r.n_rows, r.n_vocab);
@@ -114,6 +109,7 @@ void run_eval(const EvalArgs& a) {
                100.0 * static_cast<double>(c.argmax_same) / static_cast<double>(c.n_rows));
     fmt::print("logits rel error vs base: mean {:.3e}, max {:.3e}\n", c.mean_rel, c.max_rel);
   }
+  fmt::print("\n{}", e->format_summary(summary));
 }
 
 }  // namespace
@@ -121,7 +117,7 @@ void run_eval(const EvalArgs& a) {
 void register_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand("eval", "teacher-forced evaluation: perplexity, logits/routing dumps, KL vs saved logits");
-  cmd->add_option("-m,--model", args->model, "model file (.gguf; first shard of a split model)")->required();
+  args->model.add_to(*cmd, "context size in tokens (0: the number of tokens evaluated)");
   cmd->add_option("--tokens", args->tokens_file,
                   "JSON token file: an oracle case {prompt_tokens, greedy_tokens} (evaluates prompt + greedy[:-1], "
                   "the prompt as one batch) or a plain list of ids");
@@ -133,14 +129,10 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--decode-from", args->decode_from,
                   "tokens before N run as one batch, the rest one at a time (default: the oracle prompt length; "
                   "for a plain list or text, all but the last token)");
-  cmd->add_option("-c,--ctx-size", args->n_ctx, "context size (default: the number of tokens evaluated)");
-  cmd->add_option("-b,--batch-size", args->n_batch, "largest batch per forward pass")->capture_default_str();
-  cmd->add_option("--n-expert-used", args->n_expert_used, "override experts per token (lossy; 0 = the model's)");
-  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f16 (as the reference engine) or f32")
-      ->capture_default_str();
   cmd->add_flag("--exact-activations", args->exact_activations,
                 "multiply quantized weights with float activations instead of the default 8-bit activations and "
                 "integer dot products (Q8_0/Q8_K, as GGUF reference engines do); slower, for judging that rounding");
+  args->telemetry.add_to(*cmd);
   cmd->callback([args] { run_eval(*args); });
 }
 

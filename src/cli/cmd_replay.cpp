@@ -13,7 +13,7 @@
 #include "sim/batches.h"
 #include "sim/hot_list.h"
 #include "sim/replay.h"
-#include "telemetry/route_trace.h"
+#include "trace/route_trace.h"
 #include "util/error.h"
 
 namespace moetier::cli {
@@ -70,7 +70,7 @@ json to_json(const std::string& trace, const sim::ReplayResult& r, bool swaps) {
 
 void print_text(const std::string& trace, const sim::BatchedTrace& t, const sim::ReplayResult& r, bool swaps) {
   fmt::print("{}: {} ({} layers x {} experts, top-{}), {} prompt + {} decode tokens replayed\n", trace,
-             t.header.arch, t.header.n_layer, t.header.n_expert, t.header.n_expert_used, r.prefill_tokens,
+             t.header.arch, t.header.n_moe_layers, t.header.n_expert, t.header.n_expert_used, r.prefill_tokens,
              r.decode_tokens);
   if (r.cache_bytes > 0) {
     fmt::print("  policy {}, cache {:.0f} MiB (one token's working set {:.0f} MiB{})\n", r.policy,
@@ -121,18 +121,18 @@ void run_replay(const Opts& o, const CLI::App& cmd) {
     fail("replay: --profile and --static-warm apply to --policy static only");
   }
   std::vector<moe::ExpertKey> profile_hot;
-  if (!o.profile.empty()) profile_hot = sim::hot_list(sim::make_batches(telemetry::read_route_trace(o.profile)));
+  if (!o.profile.empty()) profile_hot = sim::hot_list(sim::make_batches(trace::read_route_trace(o.profile)));
 
   json all = json::array();
   for (const std::string& path : o.traces) {
-    const sim::BatchedTrace t = sim::make_batches(telemetry::read_route_trace(path));
+    const sim::BatchedTrace t = sim::make_batches(trace::read_route_trace(path));
     sim::ReplayOptions per = ro;
     if (is_static) {
       per.params.static_hot = o.profile.empty() ? sim::hot_list(t, o.static_warm) : profile_hot;
       for (const moe::ExpertKey& k : per.params.static_hot) {
-        if (k.layer >= t.header.n_layer || k.expert >= t.header.n_expert) {
+        if (k.layer >= t.header.n_moe_layers || k.expert >= t.header.n_expert) {
           fail("replay: profile {} does not match trace {} (layer {} expert {} out of its {} x {})", o.profile, path,
-               k.layer, k.expert, t.header.n_layer, t.header.n_expert);
+               k.layer, k.expert, t.header.n_moe_layers, t.header.n_expert);
         }
       }
     }

@@ -16,13 +16,13 @@
 #include "chat/chat_format.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "engine/engine.h"
 #include "model/eval.h"
 #include "model/generator.h"
-#include "moe/expert_layout.h"
-#include "telemetry/run_metrics.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace moetier::cli {
 namespace {
@@ -114,7 +114,7 @@ std::vector<int32_t> read_prompt_tokens(const std::string& path, int64_t n_vocab
   } else if (!std::filesystem::exists(path)) {
     fail("--tokens {}: no such file (give a file, or the ids inline as a JSON list such as [1,2,3])", path);
   } else {
-    j = model::read_json_lenient(path);
+    j = util::read_json_lenient(path);
   }
   const nlohmann::json& arr = j.is_object() && j.contains("prompt_tokens") ? j["prompt_tokens"] : j;
   if (!arr.is_array()) fail("--tokens {}: not a JSON list of token ids (nor an object with 'prompt_tokens')", path);
@@ -133,66 +133,9 @@ void print_piece(const std::string& s) {
   std::fflush(stdout);
 }
 
-// --csv, --progress, --route-trace, --steady-skip: what `run` and `chat` record per step (telemetry/run_metrics.h).
-struct TelemetryFlags {
-  std::string csv;
-  std::string progress;
-  std::string route_trace;
-  int64_t steady_skip = -1;
-
-  void add_to(CLI::App& cmd) {
-    const char* g = "Telemetry";
-    cmd.add_option("--csv", csv,
-                   "write per-step metrics (one row per decode token, one for each prefill) and the run's "
-                   "configuration and totals to this CSV file (moetier_metrics v1; `moetier report` draws it)")
-        ->group(g);
-    cmd.add_flag("--progress{text}", progress,
-                 "one line per step on stderr: tok/s, hit rate, MiB read, stall; --progress=json for JSON lines")
-        ->group(g);
-    cmd.add_option("--route-trace", route_trace,
-                   "write every routed (step, layer, slot) to this file (route_trace v1, the input of `moetier replay`)")
-        ->group(g);
-    cmd.add_option("--steady-skip", steady_skip,
-                   "decode tokens of warm-up left out of the steady tok/s (default: until the running hit rate stays "
-                   "within 1 point for 8 tokens)")
-        ->check(CLI::NonNegativeNumber)
-        ->group(g);
-  }
-};
-
-std::string mib(uint64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / 1048576.0); }
-
-// Every setting that changes behaviour, as resolved (what each `auto` became), for the metrics CSV's preamble.
-std::vector<std::pair<std::string, std::string>> run_config(const ModelFlags& f, const LoadedModel& lm,
-                                                            const sample::SamplerParams& p, const std::string& mode,
-                                                            int64_t n_predict) {
-  const auto& info = lm.model->info();
+// The sampling settings for the metrics CSV's `# config` lines, after the engine's.
+std::vector<std::pair<std::string, std::string>> sampling_settings(const sample::SamplerParams& p, int64_t n_predict) {
   std::vector<std::pair<std::string, std::string>> c;
-  c.emplace_back("command", mode);
-  c.emplace_back("experts", info.n_moe_layers == 0 ? "none (dense model)" : lm.stream ? "stream" : "resident");
-  c.emplace_back("experts_flag", f.experts);
-  if (lm.stream != nullptr) {
-    const auto* st = lm.stream;
-    c.emplace_back("cache_mib", mib(st->slot_bytes() * static_cast<uint64_t>(st->cache_slots())));
-    c.emplace_back("cache_mb_flag", f.cache_mb);
-    c.emplace_back("cache_slots", std::to_string(st->cache_slots()));
-    c.emplace_back("slot_mib", mib(st->slot_bytes()));
-    c.emplace_back("working_slots", std::to_string(st->working_slots()));
-    c.emplace_back("policy", st->policy() ? std::string(st->policy()->name()) : std::string("none (no cache)"));
-    c.emplace_back("cliff_guard", st->policy() && st->policy()->cliff_guard_engaged() ? "engaged" : "off");
-    c.emplace_back("lanes", std::to_string(st->engine().lanes()));
-    c.emplace_back("io_engine", std::string(moe::io::engine_name(st->engine().kind())));
-    c.emplace_back("overlap", f.overlap ? "on" : "off");
-    c.emplace_back("direct_io", st->files().direct_note());
-    c.emplace_back("dense_weights", lm.dense_weights);
-  } else {
-    c.emplace_back("dense_weights", "mapped");
-  }
-  c.emplace_back("ctx", std::to_string(info.n_ctx));
-  c.emplace_back("batch", std::to_string(info.n_batch));
-  c.emplace_back("kv_type", f.kv_type);
-  c.emplace_back("n_expert_used", std::to_string(info.n_expert_used));
-  c.emplace_back("n_expert_used_flag", f.n_expert_used > 0 ? std::to_string(f.n_expert_used) : "model");
   c.emplace_back("n_predict", std::to_string(n_predict));
   c.emplace_back("sampling", p.temperature > 0.0f ? "random" : "greedy");
   c.emplace_back("temp", fmt::format("{}", p.temperature));
@@ -206,46 +149,20 @@ std::vector<std::pair<std::string, std::string>> run_config(const ModelFlags& f,
   return c;
 }
 
-// The recorder for a run: always made (it gives the end-of-run summary); files only when asked for.
-std::unique_ptr<telemetry::RunRecorder> make_recorder(const TelemetryFlags& t, const ModelFlags& f,
-                                                      const LoadedModel& lm, model::StepHooks* inner,
-                                                      const sample::SamplerParams& p, const std::string& mode,
-                                                      int64_t n_predict) {
-  const auto& info = lm.model->info();
-  telemetry::ModelDesc md;
-  md.file = std::filesystem::path(f.model).filename().string();
-  md.arch = info.architecture;
-  md.n_layer = info.n_layer;
-  md.n_moe_layers = info.n_moe_layers;
-  md.n_expert = info.n_expert;
-  md.n_expert_used = info.n_expert_used;
-  telemetry::RecorderOptions ro;
-  ro.csv_path = t.csv;
-  ro.progress = t.progress;
-  ro.route_trace_path = t.route_trace;
-  ro.max_steps = info.n_ctx + 1;  // at most one step per context position
-  ro.steady_skip = t.steady_skip;
-  ro.lanes = lm.stream ? lm.stream->engine().lanes() : 0;
-  telemetry::TraceHeader th;
-  if (!t.route_trace.empty()) {
-    if (info.n_moe_layers == 0) fail("--route-trace {}: the model has no routed experts to trace", t.route_trace);
-    th.model = f.model;
-    th.arch = info.architecture;
-    th.n_layer = static_cast<int32_t>(info.n_moe_layers);
-    th.n_expert = static_cast<int32_t>(info.n_expert);
-    th.n_expert_used = static_cast<int32_t>(info.n_expert_used);
-    const auto layout = moe::ExpertLayout::from_model(*lm.file);
-    for (const auto& l : layout.layers()) th.layers.push_back({l.expert_bytes, l.dense_bytes});
-  }
-  const auto config = run_config(f, lm, p, mode, n_predict);
-  return std::make_unique<telemetry::RunRecorder>(ro, inner, lm.stream, md, config, th);
+// The engine for `run` or `chat`: the model flags, the telemetry sinks and the sampling settings as one config.
+std::unique_ptr<engine::Engine> load_for(const ModelFlags& m, const TelemetryFlags& t, const sample::SamplerParams& p,
+                                         const char* command, int64_t n_predict) {
+  engine::EngineConfig cfg = m.config();
+  t.apply(cfg, command);
+  cfg.telemetry.settings = sampling_settings(p, n_predict);
+  return engine::load_engine(cfg);
 }
 
 // After the generated text and a blank line: the run's summary on stdout.
-void print_summary(telemetry::RunRecorder& rec, const LoadedModel& lm) {
-  const auto s = rec.finish();
+void print_summary(engine::Engine& e) {
+  const auto s = e.finish();
   std::fflush(stdout);
-  fmt::print(stdout, "\n{}", telemetry::format_summary(s, lm.stream ? lm.stream->engine().lanes() : 0));
+  fmt::print(stdout, "\n{}", e.format_summary(s));
   std::fflush(stdout);
 }
 
@@ -305,28 +222,26 @@ void register_run_command(CLI::App& app) {
     if (o->prompt.empty() && o->file.empty() && o->tokens.empty())
       fail("run: give a prompt with -p TEXT, -f FILE or --tokens FILE.json");
     const std::string text = !o->file.empty() ? read_file(o->file) : o->prompt;
-    auto lm = load(o->model);
-    const auto tok = tokenizer::Tokenizer::from_metadata(lm.file->metadata());
     const auto sp = o->sampling.resolve();
-    sample::Sampler sampler(sp, lm.model->info().n_vocab);
+    auto e = load_for(o->model, o->telemetry, sp, "run", o->n_predict);
+    const auto tok = tokenizer::Tokenizer::from_metadata(e->file().metadata());
+    sample::Sampler sampler(sp, e->info().n_vocab);
     std::vector<int32_t> prompt;
     if (!o->tokens.empty()) {
-      prompt = read_prompt_tokens(o->tokens, lm.model->info().n_vocab);
+      prompt = read_prompt_tokens(o->tokens, e->info().n_vocab);
     } else if (o->chat_mode) {
-      const auto co = o->chat.resolve(lm.file->metadata());
+      const auto co = o->chat.resolve(e->file().metadata());
       prompt = tok.encode(chat::render_user_turn(co, text, true, false), true, true);
     } else {
       prompt = tok.encode(text, true, false);
     }
     if (prompt.empty()) fail("run: the prompt has no tokens");
-    if (static_cast<int64_t>(prompt.size()) >= lm.model->info().n_ctx)
+    if (static_cast<int64_t>(prompt.size()) >= e->info().n_ctx)
       fail("the prompt is {} tokens, which does not fit the context of {} tokens (one more is needed to generate): "
            "raise -c or shorten the prompt",
-           prompt.size(), lm.model->info().n_ctx);
-    StreamStepHooks hooks(lm.stream);
-    auto rec = make_recorder(o->telemetry, o->model, lm, &hooks, sp, "run", o->n_predict);
-    model::Generator g(*lm.model, sampler, rec.get());
-    if (!o->telemetry.route_trace.empty()) g.record_routing();
+           prompt.size(), e->info().n_ctx);
+    model::Generator g(e->model(), sampler, e->hooks());
+    if (e->records_routing()) g.record_routing();
     g.prefill(prompt);
     if (!o->tokens.empty()) {
       for (const int32_t t : prompt) print_piece(tok.token_to_piece(t));
@@ -335,7 +250,7 @@ void register_run_command(CLI::App& app) {
     }
     generate(g, tok, o->n_predict, false);
     print_piece("\n");
-    print_summary(*rec, lm);
+    print_summary(*e);
   });
 }
 
@@ -356,15 +271,13 @@ void register_chat_command(CLI::App& app) {
   o->chat.add_to(*cmd);
   o->telemetry.add_to(*cmd);
   cmd->callback([o] {
-    auto lm = load(o->model);
-    const auto tok = tokenizer::Tokenizer::from_metadata(lm.file->metadata());
     const auto sp = o->sampling.resolve();
-    sample::Sampler sampler(sp, lm.model->info().n_vocab);
-    const auto co = o->chat.resolve(lm.file->metadata());
-    StreamStepHooks hooks(lm.stream);
-    auto rec = make_recorder(o->telemetry, o->model, lm, &hooks, sp, "chat", o->n_predict);
-    model::Generator g(*lm.model, sampler, rec.get());
-    if (!o->telemetry.route_trace.empty()) g.record_routing();
+    auto e = load_for(o->model, o->telemetry, sp, "chat", o->n_predict);
+    const auto tok = tokenizer::Tokenizer::from_metadata(e->file().metadata());
+    sample::Sampler sampler(sp, e->info().n_vocab);
+    const auto co = o->chat.resolve(e->file().metadata());
+    model::Generator g(e->model(), sampler, e->hooks());
+    if (e->records_routing()) g.record_routing();
     const bool tty = isatty(STDIN_FILENO) != 0;
     if (tty) fmt::print(stderr, "type a message and press enter; an empty line or end of input (Ctrl-D) ends the chat\n");
     bool first = true;
@@ -383,7 +296,7 @@ void register_chat_command(CLI::App& app) {
       generate(g, tok, o->n_predict, true);
       print_piece("\n");
     }
-    print_summary(*rec, lm);
+    print_summary(*e);
   });
 }
 

@@ -24,6 +24,7 @@ void register_synth(CLI::App& app) {
     std::string output;
     std::string vocab;
     int64_t layers = 0;
+    int64_t dense_lead = 0;
     uint64_t seed = 1;
     uint64_t alignment = 32;
     bool quiet = false;
@@ -36,6 +37,10 @@ void register_synth(CLI::App& app) {
                   "weight types: a mix (Q4_K_M, Q5_K_M) or one type for every matrix (Q8_0, MXFP4, Q4_K, F16, ...)")
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "output GGUF path")->required();
+  cmd->add_option("--dense-lead", o->dense_lead,
+                  "make the first N blocks dense (a SwiGLU FFN instead of router and experts; "
+                  "leading_dense_block_count, as DeepSeek and GLM files have): for tests of MoE layer numbering")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--layers", o->layers, "keep only the first N layers (0: the preset's count)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--vocab", o->vocab,
@@ -53,6 +58,13 @@ void register_synth(CLI::App& app) {
       if (o->layers > so.shape.n_layer)
         fail("--layers {} is more than the {} layers of preset '{}'", o->layers, so.shape.n_layer, o->preset);
       so.shape.n_layer = o->layers;
+    }
+    if (o->dense_lead > 0) {
+      if (so.shape.arch == "gpt-oss") fail("--dense-lead: gpt-oss has a router and experts in every block");
+      if (o->dense_lead >= so.shape.n_layer)
+        fail("--dense-lead {} must be less than the {} layers (at least one MoE layer)", o->dense_lead,
+             so.shape.n_layer);
+      so.shape.n_dense_lead = o->dense_lead;
     }
     if (o->alignment == 0 || (o->alignment & (o->alignment - 1)) != 0 || o->alignment % 8 != 0)
       fail("--alignment {} must be a power of two and a multiple of 8", o->alignment);

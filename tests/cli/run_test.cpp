@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/run_cli.h"
-#include "model/eval.h"
+#include "util/json_file.h"
 
 namespace moetier {
 namespace {
@@ -15,7 +15,7 @@ std::string stories() { return (test::oracle_dir() / "models/stories260K.gguf").
 
 // Greedy generation through the CLI prints the prompt followed by the reference engine's greedy text.
 TEST(Run, GreedyReproducesTheReferenceText) {
-  const auto j = model::read_json_lenient(test::oracle_dir() / "ref/stories260K.p1.json");
+  const auto j = util::read_json_lenient(test::oracle_dir() / "ref/stories260K.p1.json");
   const auto prompt = j["prompt"].get<std::string>();
   const auto n = j["greedy_tokens"].size();
   const auto r = test::run_cli("run -m '" + stories() + "' --temp 0 -n " + std::to_string(n) + " -p '" + prompt + "'");
@@ -29,7 +29,7 @@ TEST(Run, GreedyReproducesTheReferenceText) {
 // does the same list as a plain JSON list, in a file or inline; the prefill is exactly that many tokens.
 TEST(Run, PromptAsTokenIds) {
   const auto case_file = test::oracle_dir() / "ref/stories260K.p1.json";
-  const auto j = model::read_json_lenient(case_file);
+  const auto j = util::read_json_lenient(case_file);
   const auto n_prompt = j["prompt_tokens"].size();
   const auto n = std::to_string(j["greedy_tokens"].size());
   const auto list = test::tmp_dir("run") / "prompt-ids.json";

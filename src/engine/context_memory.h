@@ -1,0 +1,22 @@
+// Memory that grows with the context, which the expert placement and the cache budget must leave room for:
+// the KV cache (K and V of every layer, kv_elements_per_position elements of the KV type per position) and the
+// attention's score rows (model/attention.h: per compute thread, one KV head's query heads' scores over n_ctx
+// positions, float32). Sizes come from the architecture (model::ArchSummary), not from raw metadata reads.
+#pragma once
+
+#include <cstdint>
+
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace moetier::engine {
+
+struct ContextBytes {
+  uint64_t kv = 0;      // KV cache, bytes
+  uint64_t scores = 0;  // attention score rows, bytes
+  uint64_t total() const { return kv + scores; }
+};
+
+ContextBytes context_bytes(const model::ArchSummary& s, int64_t n_ctx, model::KvType kv_type, int threads);
+
+}  // namespace moetier::engine

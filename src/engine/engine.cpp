@@ -1,0 +1,168 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "engine/context_memory.h"
+#include "engine/expert_setup.h"
+#include "engine/run_settings.h"
+#include "moe/expert_layout.h"
+#include "trace/route_trace.h"
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+namespace moetier::engine {
+namespace {
+
+constexpr double kMiB = 1048576.0;
+
+// Every weight stays mapped: map all its pages now (one sequential pass, with the page cache warm only page-table
+// work), so the first tokens do not take a page fault per 4 KiB of weights touched. Returns the log line.
+std::string prefault_resident(const gguf::GgufModel& file) {
+  uint64_t bytes = 0;
+  double seconds = 0.0;
+  for (uint32_t s = 0; s < file.shards().size(); ++s) {
+    const uint8_t* lo = nullptr;
+    const uint8_t* hi = nullptr;
+    for (const auto& t : file.tensors()) {
+      if (t.shard != s || t.data == nullptr) continue;
+      lo = lo == nullptr ? t.data : std::min(lo, t.data);
+      hi = std::max(hi, t.data + t.n_bytes);
+    }
+    if (lo == nullptr) continue;
+    bytes += static_cast<uint64_t>(hi - lo);
+    seconds += prefault_pages(lo, static_cast<uint64_t>(hi - lo));
+  }
+  return fmt::format("{:.1f} MiB mapped and prefaulted in {:.2f} s", static_cast<double>(bytes) / kMiB, seconds);
+}
+
+// The recorder's view of the model and, for a route trace, the trace's header (MoE layers and their bytes).
+std::unique_ptr<telemetry::RunRecorder> make_recorder(const Engine& e, model::StepHooks* inner,
+                                                      const moe::StreamingExperts* stream) {
+  const EngineConfig& cfg = e.config();
+  const TelemetryConfig& t = cfg.telemetry;
+  const model::ModelInfo& info = e.info();
+  telemetry::ModelDesc md;
+  md.file = std::filesystem::path(cfg.model).filename().string();
+  md.arch = info.architecture;
+  md.n_layer = info.n_layer;
+  md.n_moe_layers = info.n_moe_layers;
+  md.n_expert = info.n_expert;
+  md.n_expert_used = info.n_expert_used;
+  telemetry::RecorderOptions ro;
+  ro.csv_path = t.csv;
+  ro.progress = t.progress;
+  ro.route_trace_path = t.route_trace;
+  ro.max_steps = info.n_ctx + 1;  // at most one step per context position
+  ro.steady_skip = t.steady_skip;
+  ro.lanes = stream != nullptr ? stream->engine().lanes() : 0;
+  trace::TraceHeader th;
+  if (!t.route_trace.empty()) {
+    if (info.n_moe_layers == 0) fail("--route-trace {}: the model has no routed experts to trace", t.route_trace);
+    th.model = cfg.model;
+    th.arch = info.architecture;
+    th.n_moe_layers = static_cast<int32_t>(info.n_moe_layers);
+    th.n_expert = static_cast<int32_t>(info.n_expert);
+    th.n_expert_used = static_cast<int32_t>(info.n_expert_used);
+    const auto layout = moe::ExpertLayout::from_model(e.file());
+    for (const auto& l : layout.layers()) th.layers.push_back({l.expert_bytes, l.dense_bytes});
+  }
+  const auto settings = resolved_settings(e);
+  return std::make_unique<telemetry::RunRecorder>(ro, inner, stream, md, settings, th);
+}
+
+}  // namespace
+
+void StreamStepHooks::begin(bool prefill) {
+  if (stream_) stream_->set_phase(prefill ? moe::Phase::prefill : moe::Phase::decode);
+}
+
+void StreamStepHooks::end(bool, int64_t, double) {
+  if (stream_) stream_->end_step();
+}
+
+Engine::~Engine() = default;
+
+void Engine::decide(std::string topic, std::string text) {
+  const std::string line = topic.empty() ? text : fmt::format("{}: {}", topic, text);
+  if (cfg_.log) {
+    cfg_.log(line);
+  } else {
+    fmt::print(stderr, "{}\n", line);
+  }
+  decisions_.push_back({std::move(topic), std::move(text)});
+}
+
+std::string Engine::format_summary(const telemetry::RunSummary& s) const {
+  return telemetry::format_summary(s, stream_ != nullptr ? stream_->engine().lanes() : 0);
+}
+
+std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EngineConfig cfg = given;
+  if (cfg.threads == 0) cfg.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::unique_ptr<Engine> e(new Engine(cfg));
+  e->file_ = std::make_unique<gguf::GgufModel>(gguf::GgufModel::open(cfg.model));
+  const model::ArchSummary arch = model::summarize(*e->file_);
+
+  model::ModelOptions opts;
+  opts.n_ctx = cfg.n_ctx > 0 ? cfg.n_ctx : model::default_context(arch);
+  opts.n_batch = cfg.n_batch;  // the model caps it at the context size
+  opts.threads = cfg.threads;
+  opts.kv_type = cfg.kv_type;
+  opts.n_expert_used = cfg.n_expert_used;
+  opts.rounding = cfg.rounding;
+  const ContextBytes ctx_bytes = context_bytes(arch, opts.n_ctx, cfg.kv_type, cfg.threads);
+
+  if (!cfg.route_replay.empty()) {
+    e->replay_ = std::make_unique<model::RouteReplay>(trace::read_route_trace(cfg.route_replay), cfg.route_replay);
+    const model::RouteReplay& r = *e->replay_;
+    const auto& h = r.header();
+    if (cfg.n_expert_used == 0) opts.n_expert_used = h.n_expert_used;  // the trace's top-k, checked after loading
+    opts.routing_override = e->replay_.get();
+    e->decide("route replay",
+              fmt::format("{} ({} layers x {} experts, top-{}, {} prefill + {} decode tokens{}): lossy, benchmark only",
+                          cfg.route_replay, h.n_moe_layers, h.n_expert, h.n_expert_used, r.prefill_tokens(),
+                          r.decode_tokens(),
+                          r.filled() > 0
+                              ? fmt::format(", {} token-layers without rows replay a neighbour's", r.filled())
+                              : ""));
+  }
+
+  const auto log = [&e](std::string topic, std::string text) { e->decide(std::move(topic), std::move(text)); };
+  ExpertSetup experts = setup_experts(*e->file_, cfg, opts.n_expert_used, ctx_bytes, log);
+  if (experts.source == nullptr) log("weights", prefault_resident(*e->file_));
+  e->dense_weights_ = experts.dense_weights;
+  e->stream_ = experts.stream;
+  e->model_ = model::load_model(*e->file_, opts, std::move(experts.source));
+  const model::ModelInfo& info = e->model_->info();
+  if (e->replay_) e->replay_->check_model(info.n_moe_layers, info.n_expert, info.n_expert_used);
+  e->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string moe_part;
+  if (info.n_moe_layers > 0) {
+    const int64_t dense = info.n_layer - info.n_moe_layers;
+    moe_part = fmt::format(", {} MoE layers{} x {} experts, top-{}", info.n_moe_layers,
+                           dense > 0 ? fmt::format(" (from block {})", info.moe_layers.front()) : "", info.n_expert,
+                           info.n_expert_used);
+  }
+  log("model", fmt::format("{} ({}, {} layers, n_embd {}, n_vocab {}{}), context {} tokens{}, KV cache {} ({:.1f} "
+                           "MiB) + attention scores ({:.1f} MiB), loaded in {:.2f} s",
+                           cfg.model, info.architecture, info.n_layer, info.n_embd, info.n_vocab, moe_part, info.n_ctx,
+                           cfg.n_ctx > 0 ? "" : " (the model's default)", model::kv_type_name(cfg.kv_type),
+                           static_cast<double>(ctx_bytes.kv) / kMiB, static_cast<double>(ctx_bytes.scores) / kMiB,
+                           e->load_seconds_));
+  if (cfg.n_expert_used > 0)
+    log("note", fmt::format("--n-expert-used {} overrides the model's top-k: output differs from the model's own",
+                            cfg.n_expert_used));
+
+  e->stream_hooks_ = std::make_unique<StreamStepHooks>(e->stream_);
+  e->recorder_ = make_recorder(*e, e->stream_hooks_.get(), e->stream_);
+  return e;
+}
+
+}  // namespace moetier::engine

@@ -1,0 +1,69 @@
+// Everything that decides how a model is loaded and run, as one value: what `run`, `chat`, `eval` (and later
+// `serve`) fill from their flags and hand to load_engine() (engine/engine.h). Fields are parsed values, not flag
+// text: the CLI checks and converts its inputs, naming the flag, and the engine decides each `auto` (logging the
+// choice and its reason). Sizes are MiB where the flag is MiB.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "moe/dense_weights.h"
+#include "moe/io/read_engine.h"
+#include "moe/placement.h"
+#include "quant/matmul.h"
+
+namespace moetier::engine {
+
+// The telemetry sinks of a run (telemetry/run_metrics.h). Empty paths write nothing; the recorder is made in
+// every case, for the end-of-run summary.
+struct TelemetryConfig {
+  std::string csv;            // per-step metrics CSV (moetier_metrics v1)
+  std::string progress;       // "", "text" or "json": one line per step on stderr
+  std::string route_trace;    // route_trace v1 of every routed (step, MoE layer, slot)
+  int64_t steady_skip = -1;   // decode tokens of warm-up left out of the steady tok/s; -1: auto
+  std::string command;        // the CSV's `command` setting: "run", "chat", "eval", ...
+  // The caller's own resolved settings (sampling, n_predict, ...), appended to the CSV's `# config` lines after
+  // the engine's.
+  std::vector<std::pair<std::string, std::string>> settings;
+};
+
+struct EngineConfig {
+  std::string model;        // GGUF path (for a split model, any shard)
+  int64_t n_ctx = 0;        // KV cache positions; 0: the architecture's default (model::default_context)
+  int64_t n_batch = 512;    // most prompt tokens per forward pass (capped at n_ctx)
+  int threads = 0;          // compute threads; 0: one per hardware thread
+  model::KvType kv_type = model::KvType::f16;
+  int64_t n_expert_used = 0;  // top-k override (lossy); 0: the model's (or a route replay's)
+  quant::ActivationRounding rounding = quant::ActivationRounding::match_ggml;
+
+  // Where the routed experts live and, when they stream, the RAM expert cache over the file.
+  moe::Placement placement = moe::Placement::automatic;
+  std::optional<uint64_t> cache_mib;  // expert cache budget; nullopt: auto (available RAM minus the rest)
+  uint64_t cache_floor_mib = 1536;    // RAM that cache auto leaves to the system
+  uint64_t cache_ceil_mib = 0;        // upper bound of cache auto; 0: none
+  std::string cache_policy = "lru";   // lru, lfu, lfu-decay, adaptive, adaptive-tuned, reuse
+  // The adaptive tier's parameters; unset: decided by moe::decide_adapt (moe/adapt_rule.h).
+  std::optional<int32_t> adapt_every;  // decode steps between swap passes, >= 1
+  std::optional<int32_t> adapt_swaps;  // most swap-ins per pass, >= 0
+  std::optional<double> adapt_decay;   // count multiplier after each pass, in (0, 1]
+  bool adapt_tuned = false;            // force the tuned parameters
+  moe::DensePolicy dense_policy = moe::DensePolicy::anon;  // the dense weights, when experts stream
+  int io_lanes = 4;                        // expert reads in flight
+  std::optional<moe::io::EngineKind> io_engine;  // unset: the measured default
+  bool overlap = true;                     // compute cached experts while missing ones are read
+  bool direct_io = true;                   // O_DIRECT expert reads
+
+  std::string route_replay;  // route_trace v1 whose routing replaces the router (lossy); empty: none
+  TelemetryConfig telemetry;
+
+  // Where the start log goes, one line per call; unset: stderr.
+  std::function<void(std::string_view)> log;
+};
+
+}  // namespace moetier::engine

@@ -1,0 +1,124 @@
+#include "engine/expert_setup.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "moe/adapt_rule.h"
+#include "moe/cache_policy.h"
+#include "moe/dense_weights.h"
+#include "moe/expert_layout.h"
+#include "moe/expert_store.h"
+#include "moe/placement.h"
+#include "util/error.h"
+
+namespace moetier::engine {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+bool is_adaptive(const EngineConfig& cfg) {
+  return cfg.cache_policy == "adaptive" || cfg.cache_policy == "adaptive-tuned";
+}
+
+// The adaptive tier's parameters: the rule over tiers (moe::decide_adapt), then explicit --adapt-* values.
+moe::PolicyParams adapt_params(const EngineConfig& cfg, int64_t cache_slots, int64_t total_experts,
+                               const DecisionLog& log) {
+  moe::AdaptTierInputs in;
+  in.fast_entries = cache_slots;
+  in.total_entries = total_experts;
+  in.slow = moe::SlowTier::drive;  // the RAM cache over the model file: every swap-in is a drive read
+  in.force_tuned = cfg.adapt_tuned || cfg.cache_policy == "adaptive-tuned";
+  const moe::AdaptDecision d = moe::decide_adapt(in);
+  moe::PolicyParams p = d.params;
+  log("adapt-tuned", d.reason);
+  if (cfg.adapt_every) p.adapt_every = *cfg.adapt_every;
+  if (cfg.adapt_swaps) p.adapt_swaps = *cfg.adapt_swaps;
+  if (cfg.adapt_decay) p.adapt_decay = *cfg.adapt_decay;
+  if (cfg.adapt_every || cfg.adapt_swaps || cfg.adapt_decay) {
+    log("adaptive", fmt::format("every {} rounds, {} swaps, x{:g} (explicit --adapt-* values win)", p.adapt_every,
+                                p.adapt_swaps, p.adapt_decay));
+  }
+  return p;
+}
+
+// Settings that must be right whether or not the experts end up streaming (a resident run ignores them, but a
+// typo should not pass silently).
+void check_stream_settings(const EngineConfig& cfg) {
+  const auto names = moe::policy_names();
+  if (std::find(names.begin(), names.end(), cfg.cache_policy) == names.end()) {
+    std::string list;
+    for (const auto n : names) list += (list.empty() ? "" : ", ") + std::string(n);
+    fail("--cache-policy '{}' is not one of {}", cfg.cache_policy, list);
+  }
+  if (!is_adaptive(cfg) && (cfg.adapt_every || cfg.adapt_swaps || cfg.adapt_decay || cfg.adapt_tuned)) {
+    fail("--adapt-every/--adapt-swaps/--adapt-decay/--adapt-tuned apply to --cache-policy adaptive only (got '{}')",
+         cfg.cache_policy);
+  }
+  if (cfg.adapt_decay && !(*cfg.adapt_decay > 0.0 && *cfg.adapt_decay <= 1.0)) {
+    fail("--adapt-decay {} must be in (0, 1]", *cfg.adapt_decay);
+  }
+}
+
+}  // namespace
+
+ExpertSetup setup_experts(const gguf::GgufModel& file, const EngineConfig& cfg, int64_t n_expert_used,
+                          const ContextBytes& ctx_bytes, const DecisionLog& log) {
+  check_stream_settings(cfg);
+  ExpertSetup out;
+  const auto layout = moe::ExpertLayout::from_model(file);
+  if (layout.layers().empty()) {
+    log("experts", "none (a dense model): every weight stays mapped");
+    return out;
+  }
+  uint64_t file_bytes = 0;
+  for (const auto& s : file.shards()) file_bytes += s.file_size;
+  const auto decision = moe::decide_placement(cfg.placement, file_bytes, ctx_bytes.total(), moe::mem_available_bytes());
+  log("experts", fmt::format("{} ({})", decision.stream ? "stream" : "resident", decision.reason));
+  if (!decision.stream) return out;
+
+  moe::StreamingOptions so;
+  so.policy = is_adaptive(cfg) ? "adaptive" : cfg.cache_policy;  // tuned or not is decided below
+  so.lanes = cfg.io_lanes;
+  if (cfg.io_engine) so.engine = *cfg.io_engine;
+  so.overlap = cfg.overlap;
+  so.direct = cfg.direct_io;
+  so.n_expert_used = n_expert_used;
+  so.log = [&log](std::string_view line) { log("", std::string(line)); };  // the store's own lines, as written
+  const moe::ExpertStore probe(file);
+  if (!cfg.cache_mib) {
+    const auto ac = moe::auto_cache(moe::mem_available_bytes(), layout.dense_total_bytes(), ctx_bytes.total(),
+                                    probe.slot_bytes(), layout.n_experts_total(), cfg.cache_floor_mib * kMiB,
+                                    cfg.cache_ceil_mib * kMiB);
+    so.cache_bytes = ac.bytes;
+    log("cache", ac.report);
+  } else {
+    // At most every expert: a budget past the experts' total holds them all, and no MiB count can overflow.
+    const uint64_t all = probe.slot_bytes() * static_cast<uint64_t>(layout.n_experts_total());
+    so.cache_bytes = *cfg.cache_mib > all / kMiB + 1 ? all : *cfg.cache_mib * kMiB;
+    log("cache", fmt::format("{} MiB as given", *cfg.cache_mib));
+  }
+  if (is_adaptive(cfg)) {
+    const auto slots = std::min<int64_t>(static_cast<int64_t>(so.cache_bytes / probe.slot_bytes()),
+                                         static_cast<int64_t>(layout.n_experts_total()));
+    so.policy_params = adapt_params(cfg, slots, static_cast<int64_t>(layout.n_experts_total()), log);
+  }
+  auto stream = std::make_unique<moe::StreamingExperts>(file, so);
+  log("expert store", stream->describe());
+  if (const auto* pol = stream->policy(); pol != nullptr && pol->cliff_guard_engaged()) {
+    log("cliff guard", fmt::format("the cache's {} slots are fewer than one token's working set of {} experts, so "
+                                   "plain LRU would evict every expert before its reuse; each layer keeps a protected "
+                                   "share of {} experts",
+                                   stream->cache_slots(), pol->working_set(), pol->layer_quota(0)));
+  }
+  const auto dense = moe::load_dense(file, stream->files(), cfg.dense_policy);
+  log("dense weights", fmt::format("{}, {:.1f} MiB{}", moe::dense_policy_name(dense.policy),
+                                   static_cast<double>(dense.dense_bytes) / static_cast<double>(kMiB),
+                                   dense.loaded_bytes ? fmt::format(", loaded in {:.2f} s", dense.seconds) : ""));
+  out.dense_weights = std::string(moe::dense_policy_name(dense.policy));
+  out.stream = stream.get();
+  out.source = std::move(stream);
+  return out;
+}
+
+}  // namespace moetier::engine

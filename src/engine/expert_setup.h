@@ -1,0 +1,35 @@
+// Where the routed experts live for a run: resident in the mapping, or streamed from the file through the RAM
+// expert cache, with the cache budget (`auto`: what the available RAM leaves), the cache policy and, for the
+// adaptive tier, its parameters, the read lanes and the dense-weight policy. Each choice is logged with its
+// reason through `log(topic, text)`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/context_memory.h"
+#include "engine/engine_config.h"
+#include "gguf/gguf.h"
+#include "moe/expert_source.h"
+#include "moe/streaming_experts.h"
+
+namespace moetier::engine {
+
+// Logs "topic: text" (or text alone for an empty topic) and keeps it among the engine's decisions.
+using DecisionLog = std::function<void(std::string topic, std::string text)>;
+
+struct ExpertSetup {
+  std::unique_ptr<moe::ExpertSource> source;  // null: the model takes its experts from the mapping
+  moe::StreamingExperts* stream = nullptr;    // `source` when it streams, else null
+  std::string dense_weights = "mapped";       // the dense policy in effect after any fallback
+};
+
+// n_expert_used: the top-k in force (an override's, a replay's, or 0 for the file's), for the cliff guard.
+// Throws moetier::Error naming the setting for --adapt-* values without the adaptive policy, an --adapt-decay
+// outside (0, 1], an unknown policy, or a file the store cannot open.
+ExpertSetup setup_experts(const gguf::GgufModel& file, const EngineConfig& cfg, int64_t n_expert_used,
+                          const ContextBytes& ctx_bytes, const DecisionLog& log);
+
+}  // namespace moetier::engine

@@ -1,0 +1,150 @@
+// The composition root: one EngineConfig loads a model resident or streamed, with the architecture's defaults,
+// and says why it chose what it chose; a model whose first block is dense numbers its MoE layers from 0 at its
+// first MoE block, resident and streamed alike.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cli/run_cli.h"
+#include "engine/context_memory.h"
+#include "engine/engine.h"
+#include "model/eval.h"
+#include "test_support.h"
+#include "trace/route_trace.h"
+#include "util/error.h"
+
+namespace moetier::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string oracle_model(const char* name) { return (test::oracle_dir() / "models" / name).string(); }
+
+EngineConfig quiet(std::string model) {
+  EngineConfig c;
+  c.model = std::move(model);
+  c.threads = 2;
+  c.log = [](std::string_view) {};
+  return c;
+}
+
+bool has_decision(const Engine& e, std::string_view topic, std::string_view text) {
+  return std::any_of(e.decisions().begin(), e.decisions().end(), [&](const StartDecision& d) {
+    return d.topic == topic && d.text.find(text) != std::string::npos;
+  });
+}
+
+TEST(Engine, DefaultsComeFromTheArchitecture) {
+  const auto e = load_engine(quiet(oracle_model("tiny-qwen3moe-Q4_K_M.gguf")));
+  const auto& md = e->file().metadata();
+  const auto trained = static_cast<int64_t>(md.get_uint_or("qwen3moe.context_length", 0));
+  EXPECT_EQ(e->info().n_ctx, std::min<int64_t>(trained, model::kMaxDefaultContext));
+  // The KV cache per position from the architecture: 2 x n_layer x n_head_kv x head_dim elements.
+  const model::ArchSummary s = model::summarize(e->file());
+  const auto n_layer = static_cast<int64_t>(md.get_uint_or("qwen3moe.block_count", 0));
+  const auto n_head_kv = static_cast<int64_t>(md.get_uint_or("qwen3moe.attention.head_count_kv", 0));
+  const auto head_dim = static_cast<int64_t>(md.get_uint_or("qwen3moe.attention.key_length", 0));
+  EXPECT_EQ(s.kv_elements_per_position, 2 * n_layer * n_head_kv * head_dim);
+  // 100 positions x (K and V) x n_layer x n_head_kv x head_dim f16 elements of 2 bytes.
+  EXPECT_EQ(context_bytes(s, 100, model::KvType::f16, 1).kv,
+            static_cast<uint64_t>(100 * 2 * n_layer * n_head_kv * head_dim * 2));
+  EXPECT_TRUE(has_decision(*e, "experts", "resident")) << "placement decided without its reason in the log";
+  EXPECT_TRUE(has_decision(*e, "model", "(the model's default)"));
+  EXPECT_EQ(e->stream(), nullptr);
+  EXPECT_EQ(e->dense_weights(), "mapped");
+}
+
+TEST(Engine, StreamsWhenAskedAndLogsEveryChoice) {
+  EngineConfig c = quiet(oracle_model("tiny-qwen3moe-Q4_K_M.gguf"));
+  c.placement = moe::Placement::stream;
+  c.cache_mib = 1;
+  c.cache_policy = "adaptive";
+  c.n_ctx = 64;
+  const auto e = load_engine(c);
+  ASSERT_NE(e->stream(), nullptr);
+  EXPECT_TRUE(has_decision(*e, "experts", "stream"));
+  EXPECT_TRUE(has_decision(*e, "cache", "1 MiB as given"));
+  EXPECT_TRUE(has_decision(*e, "adapt-tuned", ""));
+  EXPECT_TRUE(has_decision(*e, "dense weights", "anon"));
+  EXPECT_EQ(e->info().n_ctx, 64);
+}
+
+// Checked even when the experts stay resident (where the store would never see them): a typo is an error.
+TEST(Engine, BadStreamSettingsAreErrorsEvenWhenResident) {
+  EngineConfig c = quiet(oracle_model("tiny-qwen3moe-Q4_K_M.gguf"));
+  c.placement = moe::Placement::resident;
+  c.adapt_every = 3;
+  EXPECT_THROW(load_engine(c), Error);
+  c.cache_policy = "adaptive";
+  c.adapt_decay = 1.5;
+  EXPECT_THROW(load_engine(c), Error);
+  c = quiet(oracle_model("tiny-qwen3moe-Q4_K_M.gguf"));
+  c.cache_policy = "lru-ish";
+  try {
+    load_engine(c);
+    ADD_FAILURE() << "an unknown cache policy was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lru-ish"), std::string::npos) << e.what();
+  }
+}
+
+// A qwen3moe whose first block is dense (leading_dense_block_count 1): written once by `moetier synth`.
+fs::path dense_first_model() {
+  const fs::path dir = test::tmp_dir("engine");
+  const fs::path path = dir / "tiny-dense-lead.gguf";
+  if (!fs::exists(path)) {
+    const fs::path part = dir / ("tiny-dense-lead.gguf.part" + std::to_string(::getpid()));
+    const auto r = test::run_cli("synth --preset tiny --type Q4_K_M --layers 4 --dense-lead 1 -q -o '" +
+                                 part.string() + "'");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    test::publish_once(part, path);
+  }
+  return path;
+}
+
+TEST(Engine, DenseFirstLayerRunsResidentAndStreamedWithIdenticalLogits) {
+  const fs::path path = dense_first_model();
+  const std::vector<int32_t> tokens{1, 17, 230, 41, 99, 5, 123, 77, 250, 3, 64, 12};
+  EngineConfig c = quiet(path.string());
+  c.n_ctx = 32;
+  c.placement = moe::Placement::resident;
+  const auto resident = load_engine(c);
+  EXPECT_EQ(resident->info().n_layer, 4);
+  EXPECT_EQ(resident->info().n_moe_layers, 3);
+  EXPECT_EQ(resident->info().moe_layers, (std::vector<int64_t>{1, 2, 3}));
+  const model::EvalResult a = model::evaluate(resident->model(), tokens, 6);
+
+  c.placement = moe::Placement::stream;
+  c.cache_mib = 0;  // no cache: every expert of every step read from the file
+  const fs::path trace_path = test::tmp_dir("engine") / ("dense-lead-" + std::to_string(::getpid()) + ".route.csv");
+  c.telemetry.route_trace = trace_path.string();
+  c.telemetry.command = "eval";
+  const auto streamed = load_engine(c);
+  ASSERT_NE(streamed->stream(), nullptr);
+  const model::EvalResult b = model::evaluate(streamed->model(), tokens, 6, streamed->hooks());
+  streamed->finish();
+  EXPECT_TRUE(a.logits == b.logits) << "streamed logits differ from resident ones";
+  EXPECT_EQ(a.routing, b.routing);
+  ASSERT_EQ(b.n_moe_layers, 3);
+
+  // The trace is numbered by MoE ordinal: three layers, the routing of blocks 1..3.
+  const trace::RouteTrace t = trace::read_route_trace(c.telemetry.route_trace);
+  EXPECT_EQ(t.header.n_moe_layers, 3);
+  ASSERT_EQ(t.rows.size(), b.routing.size());
+  for (const auto& r : t.rows) {
+    ASSERT_GE(r.layer, 0);
+    ASSERT_LT(r.layer, 3);
+    const auto i = static_cast<size_t>((r.step * 3 + r.layer) * b.n_expert_used + r.slot);
+    EXPECT_EQ(r.expert, b.routing[i]);
+  }
+  // The streamed run read experts for the three MoE layers only.
+  EXPECT_EQ(streamed->stream()->misses_by_moe_layer().size(), 3u);
+}
+
+}  // namespace
+}  // namespace moetier::engine
