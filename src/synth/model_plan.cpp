@@ -81,6 +81,7 @@ ModelPlan plan_model(const ModelShape& s, const QuantMix& mix, const gguf::Metad
   f32("attention.layer_norm_rms_epsilon", s.rms_eps);
   u32("expert_count", s.n_expert);
   u32("expert_used_count", s.n_expert_used);
+  if (s.n_dense_lead > 0) u32("leading_dense_block_count", s.n_dense_lead);
   if (a == "llama") {
     u32("rope.dimension_count", s.head_dim);
   } else {
@@ -101,7 +102,7 @@ ModelPlan plan_model(const ModelShape& s, const QuantMix& mix, const gguf::Metad
   auto add = [&](std::string name, GgmlType t, std::vector<int64_t> ne, Role role, float std, bool expert = false) {
     PlannedTensor p;
     p.spec.name = std::move(name);
-    p.spec.type = role == Role::Matrix ? fit(t, ne[0]) : GgmlType::F32;
+    p.spec.type = role == Role::matrix ? fit(t, ne[0]) : GgmlType::F32;
     p.spec.ne = std::move(ne);
     p.role = role;
     p.std = std;
@@ -112,43 +113,49 @@ ModelPlan plan_model(const ModelShape& s, const QuantMix& mix, const gguf::Metad
   };
   auto inv_sqrt = [](int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
 
-  add("token_embd.weight", mix.embd, {s.n_embd, n_vocab}, Role::Matrix, 1.0f);
+  add("token_embd.weight", mix.embd, {s.n_embd, n_vocab}, Role::matrix, 1.0f);
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const std::string b = fmt::format("blk.{}.", i);
     const bool more = more_bits(i, s.n_layer);
-    add(b + "attn_norm.weight", GgmlType::F32, {s.n_embd}, Role::Norm, 0.1f);
-    add(b + "attn_q.weight", mix.attn, {s.n_embd, q_dim}, Role::Matrix, inv_sqrt(s.n_embd));
-    if (gptoss) add(b + "attn_q.bias", GgmlType::F32, {q_dim}, Role::Bias, 0.02f);
-    add(b + "attn_k.weight", mix.attn, {s.n_embd, kv_dim}, Role::Matrix, inv_sqrt(s.n_embd));
-    if (gptoss) add(b + "attn_k.bias", GgmlType::F32, {kv_dim}, Role::Bias, 0.02f);
-    add(b + "attn_v.weight", more ? mix.attn_v_more : mix.attn, {s.n_embd, kv_dim}, Role::Matrix, inv_sqrt(s.n_embd));
-    if (gptoss) add(b + "attn_v.bias", GgmlType::F32, {kv_dim}, Role::Bias, 0.02f);
+    add(b + "attn_norm.weight", GgmlType::F32, {s.n_embd}, Role::norm, 0.1f);
+    add(b + "attn_q.weight", mix.attn, {s.n_embd, q_dim}, Role::matrix, inv_sqrt(s.n_embd));
+    if (gptoss) add(b + "attn_q.bias", GgmlType::F32, {q_dim}, Role::bias, 0.02f);
+    add(b + "attn_k.weight", mix.attn, {s.n_embd, kv_dim}, Role::matrix, inv_sqrt(s.n_embd));
+    if (gptoss) add(b + "attn_k.bias", GgmlType::F32, {kv_dim}, Role::bias, 0.02f);
+    add(b + "attn_v.weight", more ? mix.attn_v_more : mix.attn, {s.n_embd, kv_dim}, Role::matrix, inv_sqrt(s.n_embd));
+    if (gptoss) add(b + "attn_v.bias", GgmlType::F32, {kv_dim}, Role::bias, 0.02f);
     if (qwen) {
-      add(b + "attn_q_norm.weight", GgmlType::F32, {s.head_dim}, Role::Norm, 0.1f);
-      add(b + "attn_k_norm.weight", GgmlType::F32, {s.head_dim}, Role::Norm, 0.1f);
+      add(b + "attn_q_norm.weight", GgmlType::F32, {s.head_dim}, Role::norm, 0.1f);
+      add(b + "attn_k_norm.weight", GgmlType::F32, {s.head_dim}, Role::norm, 0.1f);
     }
-    add(b + "attn_output.weight", mix.attn, {q_dim, s.n_embd}, Role::Matrix, inv_sqrt(q_dim));
+    add(b + "attn_output.weight", mix.attn, {q_dim, s.n_embd}, Role::matrix, inv_sqrt(q_dim));
     if (gptoss) {
-      add(b + "attn_output.bias", GgmlType::F32, {s.n_embd}, Role::Bias, 0.02f);
-      add(b + "attn_sinks.weight", GgmlType::F32, {s.n_head}, Role::Sinks, 0.5f);
-      add(b + "post_attention_norm.weight", GgmlType::F32, {s.n_embd}, Role::Norm, 0.1f);
+      add(b + "attn_output.bias", GgmlType::F32, {s.n_embd}, Role::bias, 0.02f);
+      add(b + "attn_sinks.weight", GgmlType::F32, {s.n_head}, Role::sinks, 0.5f);
+      add(b + "post_attention_norm.weight", GgmlType::F32, {s.n_embd}, Role::norm, 0.1f);
     } else {
-      add(b + "ffn_norm.weight", GgmlType::F32, {s.n_embd}, Role::Norm, 0.1f);
+      add(b + "ffn_norm.weight", GgmlType::F32, {s.n_embd}, Role::norm, 0.1f);
+    }
+    if (i < s.n_dense_lead) {  // a dense block: its FFN in place of the router and the experts
+      add(b + "ffn_gate.weight", mix.attn, {s.n_embd, s.n_ff}, Role::matrix, inv_sqrt(s.n_embd));
+      add(b + "ffn_up.weight", mix.attn, {s.n_embd, s.n_ff}, Role::matrix, inv_sqrt(s.n_embd));
+      add(b + "ffn_down.weight", mix.attn, {s.n_ff, s.n_embd}, Role::matrix, inv_sqrt(s.n_ff));
+      continue;
     }
     // Router logits = W x with x RMS-normalised: a std of 3 / sqrt(n_embd) spreads the logits by about 3, so the
     // top-k choice is decisive rather than a near-tie.
-    add(b + "ffn_gate_inp.weight", GgmlType::F32, {s.n_embd, s.n_expert}, Role::Router, 3.0f * inv_sqrt(s.n_embd));
-    if (gptoss) add(b + "ffn_gate_inp.bias", GgmlType::F32, {s.n_expert}, Role::Bias, 0.1f);
-    add(b + "ffn_gate_exps.weight", mix.expert, {s.n_embd, s.n_ff_exp, s.n_expert}, Role::Matrix, inv_sqrt(s.n_embd), true);
-    if (gptoss) add(b + "ffn_gate_exps.bias", GgmlType::F32, {s.n_ff_exp, s.n_expert}, Role::Bias, 0.02f, true);
-    add(b + "ffn_up_exps.weight", mix.expert, {s.n_embd, s.n_ff_exp, s.n_expert}, Role::Matrix, inv_sqrt(s.n_embd), true);
-    if (gptoss) add(b + "ffn_up_exps.bias", GgmlType::F32, {s.n_ff_exp, s.n_expert}, Role::Bias, 0.02f, true);
+    add(b + "ffn_gate_inp.weight", GgmlType::F32, {s.n_embd, s.n_expert}, Role::router, 3.0f * inv_sqrt(s.n_embd));
+    if (gptoss) add(b + "ffn_gate_inp.bias", GgmlType::F32, {s.n_expert}, Role::bias, 0.1f);
+    add(b + "ffn_gate_exps.weight", mix.expert, {s.n_embd, s.n_ff_exp, s.n_expert}, Role::matrix, inv_sqrt(s.n_embd), true);
+    if (gptoss) add(b + "ffn_gate_exps.bias", GgmlType::F32, {s.n_ff_exp, s.n_expert}, Role::bias, 0.02f, true);
+    add(b + "ffn_up_exps.weight", mix.expert, {s.n_embd, s.n_ff_exp, s.n_expert}, Role::matrix, inv_sqrt(s.n_embd), true);
+    if (gptoss) add(b + "ffn_up_exps.bias", GgmlType::F32, {s.n_ff_exp, s.n_expert}, Role::bias, 0.02f, true);
     add(b + "ffn_down_exps.weight", more ? mix.expert_more : mix.expert, {s.n_ff_exp, s.n_embd, s.n_expert},
-        Role::Matrix, inv_sqrt(s.n_ff_exp), true);
-    if (gptoss) add(b + "ffn_down_exps.bias", GgmlType::F32, {s.n_embd, s.n_expert}, Role::Bias, 0.02f, true);
+        Role::matrix, inv_sqrt(s.n_ff_exp), true);
+    if (gptoss) add(b + "ffn_down_exps.bias", GgmlType::F32, {s.n_embd, s.n_expert}, Role::bias, 0.02f, true);
   }
-  add("output_norm.weight", GgmlType::F32, {s.n_embd}, Role::Norm, 0.1f);
-  add("output.weight", mix.output, {s.n_embd, n_vocab}, Role::Matrix, inv_sqrt(s.n_embd));
+  add("output_norm.weight", GgmlType::F32, {s.n_embd}, Role::norm, 0.1f);
+  add("output.weight", mix.output, {s.n_embd, n_vocab}, Role::matrix, inv_sqrt(s.n_embd));
   return plan;
 }
 

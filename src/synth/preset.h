@@ -23,6 +23,9 @@ struct ModelShape {
   int64_t n_embd = 0;
   int64_t n_ff_exp = 0;       // hidden size of one routed expert's FFN
   int64_t n_ff = 0;           // feed_forward_length metadata (dense FFN size of the family)
+  // leading_dense_block_count: blocks 0 .. n_dense_lead - 1 have a dense SwiGLU FFN of n_ff instead of a router
+  // and routed experts (DeepSeek and GLM files keep such blocks; 0 in every preset, `synth --dense-lead`).
+  int64_t n_dense_lead = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;       // key_length = value_length
