@@ -60,7 +60,9 @@ void run_eval(const EvalArgs& a) {
   }
 
   engine::EngineConfig cfg = a.model.config();
-  if (cfg.n_ctx == 0) cfg.n_ctx = static_cast<int64_t>(in.tokens.size());
+  const auto n_tokens = static_cast<int64_t>(in.tokens.size());
+  if (cfg.n_ctx == 0) cfg.n_ctx = n_tokens;
+  if (n_tokens > cfg.n_ctx) fail("eval: {} tokens do not fit the context of {} (raise -c)", n_tokens, cfg.n_ctx);
   if (a.exact_activations) cfg.rounding = quant::ActivationRounding::exact;
   a.telemetry.apply(cfg, "eval");
   cfg.telemetry.settings = {{"eval_tokens", std::to_string(in.tokens.size())},

@@ -40,7 +40,7 @@ void register_synth(CLI::App& app) {
   cmd->add_option("--dense-lead", o->dense_lead,
                   "make the first N blocks dense (a SwiGLU FFN instead of router and experts; "
                   "leading_dense_block_count, as DeepSeek and GLM files have): for tests of MoE layer numbering")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
   cmd->add_option("--layers", o->layers, "keep only the first N layers (0: the preset's count)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--vocab", o->vocab,
@@ -88,9 +88,10 @@ void register_synth(CLI::App& app) {
       };
     const auto r = synth::write_synthetic_model(so);
     if (!o->quiet) fmt::print(stderr, "\n");
-    fmt::print("wrote {}: preset {} ({} layers x {} experts, top-{}), type {}, {} tensors, {} ({} routed experts) "
+    fmt::print("wrote {}: preset {} ({} layers x {} experts, top-{}{}), type {}, {} tensors, {} ({} routed experts) "
                "in {:.1f} s ({:.0f} MB/s)\n",
-               o->output, so.shape.preset, so.shape.n_layer, so.shape.n_expert, so.shape.n_expert_used, o->type,
+               o->output, so.shape.preset, so.shape.n_layer, so.shape.n_expert, so.shape.n_expert_used,
+               so.shape.n_dense_lead > 0 ? fmt::format(", the first {} dense", so.shape.n_dense_lead) : "", o->type,
                r.n_tensors, human_bytes(r.file_bytes), human_bytes(r.expert_bytes), r.seconds,
                r.seconds > 0 ? static_cast<double>(r.file_bytes) / r.seconds / 1e6 : 0.0);
     fmt::print("note: synthetic weights are random: text generated from this model is meaningless\n");

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "model/kv_cache.h"
+#include "moe/cache_policy.h"
 #include "moe/dense_weights.h"
 #include "moe/placement.h"
 #include "util/error.h"
@@ -63,14 +64,20 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "weights and KV cache), 0 (no cache: every expert read at every use) or N")
       ->capture_default_str()
       ->group(g);
+  // At most 2^40 MiB (1 EiB): a larger value is a wrapped negative one, and the byte counts stay far from overflow.
+  const auto mib_range = CLI::Range(uint64_t{0}, uint64_t{1} << 40);
   cmd.add_option("--cache-floor-mb", cache_floor_mb, "RAM left to the system by --cache-mb auto, MiB")
       ->capture_default_str()
+      ->check(mib_range)
       ->group(g);
   cmd.add_option("--cache-ceil-mb", cache_ceil_mb, "upper bound of --cache-mb auto, MiB (0: none)")
       ->capture_default_str()
+      ->check(mib_range)
       ->group(g);
+  std::string policies;
+  for (const std::string_view n : moe::policy_names()) policies += (policies.empty() ? "" : ", ") + std::string(n);
   cmd.add_option("--cache-policy", cache_policy,
-                 "expert cache policy: lru, lfu, lfu-decay, adaptive (background swaps, see --adapt-*), reuse")
+                 "expert cache policy: " + policies + " (adaptive: background swaps, see --adapt-*)")
       ->capture_default_str()
       ->group(g);
   cmd.add_option("--adapt-every", adapt_every, "adaptive: decode steps (rounds) between swap passes [4, tuned 2]")

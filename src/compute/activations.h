@@ -1,6 +1,7 @@
 // An activation buffer that says where it lives. The residual stream and a block's input and output are
-// allocated by the backend that computes on them (compute/backend.h), so a GPU backend can keep them in device
-// memory; host code reads them through host() only where they are in host memory (asserted).
+// allocated by the backend that computes on them (compute/backend.h), and host code reads them through host() only
+// where they are in host memory (asserted). Host memory is the only kind today; the GPU backend adds a device form
+// (a buffer handle and offset in place of the vector) with its own factory.
 #pragma once
 
 #include <cassert>

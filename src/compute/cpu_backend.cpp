@@ -21,9 +21,14 @@ void CpuBackend::matmul(const quant::WeightView& w, const float* x, float* y, in
 }
 
 void CpuBackend::matmul_shared_x(std::span<const quant::Product> products, const float* x, int64_t n_tok) {
+  for ([[maybe_unused]] const auto& p : products) assert(p.w.memory == quant::Memory::host);
   quant::matmul_shared_x(products, x, n_tok, mm_);
 }
 
-void CpuBackend::matmul_groups(std::span<const quant::ProductGroup> groups) { quant::matmul_groups(groups, mm_); }
+void CpuBackend::matmul_groups(std::span<const quant::ProductGroup> groups) {
+  for ([[maybe_unused]] const auto& g : groups)
+    for ([[maybe_unused]] const auto& p : g.products) assert(p.w.memory == quant::Memory::host);
+  quant::matmul_groups(groups, mm_);
+}
 
 }  // namespace moetier::compute

@@ -12,6 +12,7 @@
 #include "engine/expert_setup.h"
 #include "engine/run_settings.h"
 #include "moe/expert_layout.h"
+#include "moe/placement.h"
 #include "trace/route_trace.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -62,8 +63,7 @@ std::unique_ptr<telemetry::RunRecorder> make_recorder(const Engine& e, model::St
   ro.steady_skip = t.steady_skip;
   ro.lanes = stream != nullptr ? stream->engine().lanes() : 0;
   trace::TraceHeader th;
-  if (!t.route_trace.empty()) {
-    if (info.n_moe_layers == 0) fail("--route-trace {}: the model has no routed experts to trace", t.route_trace);
+  if (!t.route_trace.empty()) {  // load_engine has checked that the model has routed experts
     th.model = cfg.model;
     th.arch = info.architecture;
     th.n_moe_layers = static_cast<int32_t>(info.n_moe_layers);
@@ -118,6 +118,20 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   opts.n_expert_used = cfg.n_expert_used;
   opts.rounding = cfg.rounding;
   const ContextBytes ctx_bytes = context_bytes(arch, opts.n_ctx, cfg.kv_type, cfg.threads);
+  if (const uint64_t avail = moe::mem_available_bytes(); ctx_bytes.total() > avail) {
+    fail("-c {}: the KV cache and the attention scores of {} positions need {:.0f} MiB, more than the {:.0f} MiB of "
+         "available memory; lower -c",
+         opts.n_ctx, opts.n_ctx, static_cast<double>(ctx_bytes.total()) / kMiB, static_cast<double>(avail) / kMiB);
+  }
+  // What the settings ask of the routed experts, checked from the headers before anything is read or mapped.
+  const auto layout = moe::ExpertLayout::from_model(*e->file_);
+  const int64_t n_expert = layout.layers().empty() ? 0 : layout.layers().front().n_expert;
+  if (cfg.n_expert_used > 0 && n_expert > 0 && cfg.n_expert_used > n_expert) {
+    fail("--n-expert-used {} is more than the model's {} experts per layer", cfg.n_expert_used, n_expert);
+  }
+  if (!cfg.telemetry.route_trace.empty() && layout.layers().empty()) {
+    fail("--route-trace {}: the model has no routed experts to trace", cfg.telemetry.route_trace);
+  }
 
   if (!cfg.route_replay.empty()) {
     e->replay_ = std::make_unique<model::RouteReplay>(trace::read_route_trace(cfg.route_replay), cfg.route_replay);
@@ -125,6 +139,7 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
     const auto& h = r.header();
     if (cfg.n_expert_used == 0) opts.n_expert_used = h.n_expert_used;  // the trace's top-k, checked after loading
     opts.routing_override = e->replay_.get();
+    r.check_model(static_cast<int64_t>(layout.layers().size()), n_expert, cfg.n_expert_used);
     e->decide("route replay",
               fmt::format("{} ({} layers x {} experts, top-{}, {} prefill + {} decode tokens{}): lossy, benchmark only",
                           cfg.route_replay, h.n_moe_layers, h.n_expert, h.n_expert_used, r.prefill_tokens(),
@@ -134,7 +149,10 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                               : ""));
   }
 
-  const auto log = [&e](std::string topic, std::string text) { e->decide(std::move(topic), std::move(text)); };
+  Engine* self = e.get();
+  const DecisionLog log = [self](std::string topic, std::string text) {
+    self->decide(std::move(topic), std::move(text));
+  };
   ExpertSetup experts = setup_experts(*e->file_, cfg, opts.n_expert_used, ctx_bytes, log);
   if (experts.source == nullptr) log("weights", prefault_resident(*e->file_));
   e->dense_weights_ = experts.dense_weights;

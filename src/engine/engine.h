@@ -5,7 +5,7 @@
 // through it (and `serve` will), so each command runs a model exactly as the others do.
 //
 //   engine::EngineConfig cfg{.model = "qwen3-30b-a3b.gguf"};
-//   auto e = engine::load_engine(cfg);                  // logs: experts: stream (...), cache auto: ..., model: ...
+//   auto e = engine::load_engine(cfg);                  // logs "experts: stream (...)", "cache auto: ...", "model: ..."
 //   model::Generator g(e->model(), sampler, e->hooks());
 //
 // Not thread-safe: one forward pass at a time, on the thread that calls the model.

@@ -47,7 +47,7 @@ struct EngineConfig {
   std::optional<uint64_t> cache_mib;  // expert cache budget; nullopt: auto (available RAM minus the rest)
   uint64_t cache_floor_mib = 1536;    // RAM that cache auto leaves to the system
   uint64_t cache_ceil_mib = 0;        // upper bound of cache auto; 0: none
-  std::string cache_policy = "lru";   // lru, lfu, lfu-decay, adaptive, adaptive-tuned, reuse
+  std::string cache_policy = "lru";   // one of moe::policy_names()
   // The adaptive tier's parameters; unset: decided by moe::decide_adapt (moe/adapt_rule.h).
   std::optional<int32_t> adapt_every;  // decode steps between swap passes, >= 1
   std::optional<int32_t> adapt_swaps;  // most swap-ins per pass, >= 0

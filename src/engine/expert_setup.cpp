@@ -1,6 +1,7 @@
 #include "engine/expert_setup.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -84,14 +85,22 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const EngineConfig& cfg, 
   so.overlap = cfg.overlap;
   so.direct = cfg.direct_io;
   so.n_expert_used = n_expert_used;
-  so.log = [&log](std::string_view line) { log("", std::string(line)); };  // the store's own lines, as written
+  // The store's own lines (I/O fallbacks, also during the run): to the engine's sink as written. A copy of the sink,
+  // since the store outlives this call.
+  so.log = [sink = cfg.log](std::string_view line) {
+    if (sink) {
+      sink(line);
+    } else {
+      fmt::print(stderr, "{}\n", line);
+    }
+  };
   const moe::ExpertStore probe(file);
   if (!cfg.cache_mib) {
     const auto ac = moe::auto_cache(moe::mem_available_bytes(), layout.dense_total_bytes(), ctx_bytes.total(),
                                     probe.slot_bytes(), layout.n_experts_total(), cfg.cache_floor_mib * kMiB,
                                     cfg.cache_ceil_mib * kMiB);
     so.cache_bytes = ac.bytes;
-    log("cache", ac.report);
+    log("cache auto", ac.report);
   } else {
     // At most every expert: a budget past the experts' total holds them all, and no MiB count can overflow.
     const uint64_t all = probe.slot_bytes() * static_cast<uint64_t>(layout.n_experts_total());

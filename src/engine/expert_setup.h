@@ -26,7 +26,8 @@ struct ExpertSetup {
   std::string dense_weights = "mapped";       // the dense policy in effect after any fallback
 };
 
-// n_expert_used: the top-k in force (an override's, a replay's, or 0 for the file's), for the cliff guard.
+// n_expert_used: the top-k in force (an override's, a replay's, or 0 for the file's), for the cliff guard. `log` is
+// called during this call only; the streaming store's later lines go to cfg.log (stderr when unset).
 // Throws moetier::Error naming the setting for --adapt-* values without the adaptive policy, an --adapt-decay
 // outside (0, 1], an unknown policy, or a file the store cannot open.
 ExpertSetup setup_experts(const gguf::GgufModel& file, const EngineConfig& cfg, int64_t n_expert_used,

@@ -50,7 +50,7 @@ class GptOssModel final : public DecoderModel {
  public:
   GptOssModel(const gguf::GgufModel& file, const ArchMetadata& md, const CommonHparams& c, const ModelOptions& opts,
               std::unique_ptr<moe::ExpertSource> experts)
-      : DecoderModel(file, c, opts), gqa_(read_gqa_hparams(md, c, HeadDim::key_length)) {
+      : DecoderModel(file, c, opts), gqa_(read_gqa_hparams(md, c, HeadDim::key_length, RopeDims::whole_head)) {
     const int64_t D = c.n_embd, B = info().n_batch;
     const Yarn yarn = read_yarn(md, c);
     const int64_t n_swa = md.count("attention.sliding_window");  // keys per query on even layers
@@ -105,7 +105,7 @@ std::unique_ptr<Model> make_gptoss(const gguf::GgufModel& file, const ModelOptio
 ArchSummary summarize_gptoss(const gguf::GgufModel& file) {
   const ArchMetadata md(file.metadata(), kArch);
   const CommonHparams c = read_common_hparams(file, md);
-  return gqa_summary(c, read_gqa_hparams(md, c, HeadDim::key_length));
+  return gqa_summary(c, read_gqa_hparams(md, c, HeadDim::key_length, RopeDims::whole_head));
 }
 
 }  // namespace moetier::model

@@ -42,6 +42,10 @@ void DecoderModel::setup(const DecoderSizes& s) {
   bo.rounding = opts_.rounding;
   bo.threads = opts_.threads;
   backend_ = std::make_unique<compute::CpuBackend>(bo);
+  // Every weight this model binds is in the file's mapping; a backend that cannot read host memory cannot run it.
+  if (!backend_->reads(tok_embd_.memory) || !backend_->reads(output_.memory)) {
+    fail("the {} backend cannot read the weights of {} where they are", backend_->name(), file_.path().string());
+  }
   x_ = backend_->activations(static_cast<size_t>(B * D));
   xn_ = backend_->activations(static_cast<size_t>(B * D));
   tmp_ = backend_->activations(static_cast<size_t>(B * D));

@@ -2,7 +2,7 @@
 
 namespace moetier::model {
 
-GqaHparams read_gqa_hparams(const ArchMetadata& md, const CommonHparams& c, HeadDim head_dim) {
+GqaHparams read_gqa_hparams(const ArchMetadata& md, const CommonHparams& c, HeadDim head_dim, RopeDims rope_dims) {
   GqaHparams hp;
   hp.n_head = md.count("attention.head_count");
   hp.n_head_kv = md.count_or("attention.head_count_kv", hp.n_head);
@@ -21,9 +21,14 @@ GqaHparams read_gqa_hparams(const ArchMetadata& md, const CommonHparams& c, Head
   }
   const int64_t v_len = md.count_or("attention.value_length", hp.head_dim);
   md.require(v_len == hp.head_dim, "attention.value_length", v_len, "equal to the key head size");
-  hp.n_rot = md.count_or("rope.dimension_count", hp.head_dim);
-  md.require(hp.n_rot % 2 == 0 && hp.n_rot <= hp.head_dim, "rope.dimension_count", hp.n_rot,
-             "even and at most the head size");
+  if (rope_dims == RopeDims::whole_head) {
+    md.require(hp.head_dim % 2 == 0, "attention.key_length", hp.head_dim, "even (RoPE rotates the whole head)");
+    hp.n_rot = hp.head_dim;
+  } else {
+    hp.n_rot = md.count_or("rope.dimension_count", hp.head_dim);
+    md.require(hp.n_rot % 2 == 0 && hp.n_rot <= hp.head_dim, "rope.dimension_count", hp.n_rot,
+               "even and at most the head size");
+  }
   hp.freq_base = md.positive_float_or("rope.freq_base", 10000.0f);
   return hp;
 }

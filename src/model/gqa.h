@@ -20,11 +20,17 @@ enum class HeadDim {
   key_length,        // attention.key_length, required (gpt-oss)
 };
 
+// How many dimensions of each head RoPE rotates.
+enum class RopeDims {
+  from_metadata,  // rope.dimension_count, default head_dim (llama, qwen3moe)
+  whole_head,     // head_dim, the key not read (gpt-oss)
+};
+
 struct GqaHparams {
   int64_t n_head = 0;     // attention.head_count
   int64_t n_head_kv = 0;  // attention.head_count_kv (default n_head); divides n_head
   int64_t head_dim = 0;   // per HeadDim; attention.value_length, when present, must equal it
-  int64_t n_rot = 0;      // rope.dimension_count (default head_dim): even, at most head_dim
+  int64_t n_rot = 0;      // per RopeDims: even, at most head_dim
   float freq_base = 0;    // rope.freq_base (default 10000)
 
   int64_t q_width() const { return n_head * head_dim; }      // rows of attn_q, columns of attn_output
@@ -32,7 +38,8 @@ struct GqaHparams {
 };
 
 // Throws moetier::Error naming the key for a missing or inconsistent value.
-GqaHparams read_gqa_hparams(const ArchMetadata& md, const CommonHparams& c, HeadDim head_dim);
+GqaHparams read_gqa_hparams(const ArchMetadata& md, const CommonHparams& c, HeadDim head_dim,
+                            RopeDims rope_dims = RopeDims::from_metadata);
 
 // The attention's configuration for these hyperparameters, RoPE pairing `style` (YaRN and other scaling left at
 // none; an architecture with scaling sets it after).

@@ -142,7 +142,7 @@ AutoCache auto_cache(uint64_t mem_available, uint64_t dense_bytes, uint64_t cont
     a.bytes = static_cast<uint64_t>(a.experts) * slot_bytes;
   }
   a.percent = n_experts_total > 0 ? 100.0 * static_cast<double>(a.experts) / static_cast<double>(n_experts_total) : 0.0;
-  a.report = fmt::format("cache auto: {:.0f} MiB = {} experts = {:.1f}% of all experts", mib(a.bytes), a.experts,
+  a.report = fmt::format("{:.0f} MiB = {} experts = {:.1f}% of all experts", mib(a.bytes), a.experts,
                          a.percent);
   return a;
 }

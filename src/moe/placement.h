@@ -37,7 +37,7 @@ struct AutoCache {
   uint64_t bytes = 0;    // cache budget, a whole number of slots
   int64_t experts = 0;   // slots it holds
   double percent = 0.0;  // of all experts of the model
-  std::string report;    // "cache auto: X MiB = N experts = P% of all experts"
+  std::string report;    // "X MiB = N experts = P% of all experts" (the start log's "cache auto: ..." line)
 };
 
 // The expert cache budget for cache_mb = auto: mem_available - floor - dense_bytes - context_bytes, capped by

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -109,6 +110,26 @@ TEST(Eval, TakesTheModelFlagsOfRun) {
   r = test::run_cli("eval -m '" + model + "' -p hi --adapt-every 2");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("--cache-policy adaptive"), std::string::npos) << r.output;
+}
+
+// Settings that cannot work fail before the model is loaded, naming the flag, instead of crashing or wrapping.
+TEST(Eval, ImpossibleSettingsFailNamingTheFlag) {
+  const std::string model = (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string();
+  const std::string stories = (test::oracle_dir() / "models/stories260K.gguf").string();
+  const std::pair<std::string, std::string> cases[] = {
+      {"-m '" + model + "' -p hi -c 99999999999", "-c 99999999999"},
+      {"-m '" + model + "' -p hi --n-expert-used 99", "--n-expert-used 99"},
+      {"-m '" + model + "' -p hi --cache-floor-mb -1", "--cache-floor-mb"},
+      {"-m '" + model + "' -p hi --cache-policy lru-ish --experts resident", "lru-ish"},
+      {"-m '" + model + "' -p 'a b c d e f' -c 2", "raise -c"},
+      {"-m '" + stories + "' -p hi --route-trace /dev/null", "no routed experts"},
+  };
+  for (const auto& [args, says] : cases) {
+    const auto r = test::run_cli("eval " + args);
+    EXPECT_FALSE(r.signaled) << args << "\n" << r.output;
+    EXPECT_NE(r.exit_code, 0) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << args << "\n" << r.output;
+  }
 }
 
 }  // namespace

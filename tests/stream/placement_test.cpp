@@ -28,7 +28,7 @@ TEST(Placement, AutoCacheLeavesFloorDenseAndKv) {
   EXPECT_EQ(a.experts, 2000);
   EXPECT_EQ(a.bytes, 6000 * MiB);
   EXPECT_DOUBLE_EQ(a.percent, 20.0);
-  EXPECT_EQ(a.report, "cache auto: 6000 MiB = 2000 experts = 20.0% of all experts");
+  EXPECT_EQ(a.report, "6000 MiB = 2000 experts = 20.0% of all experts");
   EXPECT_EQ(auto_cache(10000 * MiB, 2000 * MiB, 464 * MiB, 3 * MiB, 10000, kDefaultCacheFloor, 300 * MiB).experts, 100);
   EXPECT_EQ(auto_cache(10000 * MiB, 2000 * MiB, 464 * MiB, 3 * MiB, 500).experts, 500);  // all experts fit
   EXPECT_EQ(auto_cache(1000 * MiB, 2000 * MiB, 0, 3 * MiB, 500).bytes, 0u);               // nothing left
