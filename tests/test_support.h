@@ -1,9 +1,11 @@
 // Shared helpers for the test binaries: where the shared data and the scratch space are.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -21,6 +23,19 @@ inline std::filesystem::path shared_dir() {
 }
 
 inline std::filesystem::path oracle_dir() { return shared_dir() / "oracle"; }
+
+// Every MoE model of ../shared/oracle/models (everything but the dense stories260K*), sorted by name.
+inline std::vector<std::string> moe_model_names() {
+  std::vector<std::string> names;
+  const std::filesystem::path dir = std::filesystem::path(MOETIER_SHARED_DIR) / "oracle" / "models";
+  if (!std::filesystem::is_directory(dir)) return names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string stem = e.path().stem().string();
+    if (e.path().extension() == ".gguf" && !stem.starts_with("stories")) names.push_back(stem);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 // Scratch space under the build tree: tests never write into ../shared or the source tree.
 inline std::filesystem::path tmp_dir(const std::string& name) {

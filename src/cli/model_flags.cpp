@@ -19,6 +19,7 @@ uint64_t parse_mib(const std::string& flag, const std::string& v) {
   if (v.empty() || v.front() == '-' || v.front() == '+' || ec != std::errc() || p != end) {
     fail("{} '{}' is not auto or a whole number of MiB", flag, v);
   }
+  if (n > engine::kMaxMib) fail("{} {} is more than {} MiB (1 EiB)", flag, v, engine::kMaxMib);
   return n;
 }
 
@@ -64,8 +65,7 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "weights and KV cache), 0 (no cache: every expert read at every use) or N")
       ->capture_default_str()
       ->group(g);
-  // At most 2^40 MiB (1 EiB): a larger value is a wrapped negative one, and the byte counts stay far from overflow.
-  const auto mib_range = CLI::Range(uint64_t{0}, uint64_t{1} << 40);
+  const auto mib_range = CLI::Range(uint64_t{0}, engine::kMaxMib);
   cmd.add_option("--cache-floor-mb", cache_floor_mb, "RAM left to the system by --cache-mb auto, MiB")
       ->capture_default_str()
       ->check(mib_range)

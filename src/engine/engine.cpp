@@ -43,8 +43,8 @@ std::string prefault_resident(const gguf::GgufModel& file) {
 }
 
 // The recorder's view of the model and, for a route trace, the trace's header (MoE layers and their bytes).
-std::unique_ptr<telemetry::RunRecorder> make_recorder(const Engine& e, model::StepHooks* inner,
-                                                      const moe::StreamingExperts* stream) {
+std::unique_ptr<telemetry::RunRecorder> make_recorder(const Engine& e, const moe::ExpertLayout& layout,
+                                                      model::StepHooks* inner, const moe::StreamingExperts* stream) {
   const EngineConfig& cfg = e.config();
   const TelemetryConfig& t = cfg.telemetry;
   const model::ModelInfo& info = e.info();
@@ -69,7 +69,6 @@ std::unique_ptr<telemetry::RunRecorder> make_recorder(const Engine& e, model::St
     th.n_moe_layers = static_cast<int32_t>(info.n_moe_layers);
     th.n_expert = static_cast<int32_t>(info.n_expert);
     th.n_expert_used = static_cast<int32_t>(info.n_expert_used);
-    const auto layout = moe::ExpertLayout::from_model(e.file());
     for (const auto& l : layout.layers()) th.layers.push_back({l.expert_bytes, l.dense_bytes});
   }
   const auto settings = resolved_settings(e);
@@ -153,7 +152,7 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   const DecisionLog log = [self](std::string topic, std::string text) {
     self->decide(std::move(topic), std::move(text));
   };
-  ExpertSetup experts = setup_experts(*e->file_, cfg, opts.n_expert_used, ctx_bytes, log);
+  ExpertSetup experts = setup_experts(*e->file_, layout, cfg, opts.n_expert_used, ctx_bytes, log);
   if (experts.source == nullptr) log("weights", prefault_resident(*e->file_));
   e->dense_weights_ = experts.dense_weights;
   e->stream_ = experts.stream;
@@ -179,7 +178,7 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                             cfg.n_expert_used));
 
   e->stream_hooks_ = std::make_unique<StreamStepHooks>(e->stream_);
-  e->recorder_ = make_recorder(*e, e->stream_hooks_.get(), e->stream_);
+  e->recorder_ = make_recorder(*e, layout, e->stream_hooks_.get(), e->stream_);
   return e;
 }
 

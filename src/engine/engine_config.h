@@ -33,6 +33,10 @@ struct TelemetryConfig {
   std::vector<std::pair<std::string, std::string>> settings;
 };
 
+// The largest MiB value a setting takes (1 EiB): anything larger is a wrapped negative number, and below it the
+// byte counts (MiB x 2^20, plus the dense and context bytes) cannot overflow.
+inline constexpr uint64_t kMaxMib = uint64_t{1} << 40;
+
 struct EngineConfig {
   std::string model;        // GGUF path (for a split model, any shard)
   int64_t n_ctx = 0;        // KV cache positions; 0: the architecture's default (model::default_context)
@@ -44,9 +48,10 @@ struct EngineConfig {
 
   // Where the routed experts live and, when they stream, the RAM expert cache over the file.
   moe::Placement placement = moe::Placement::automatic;
-  std::optional<uint64_t> cache_mib;  // expert cache budget; nullopt: auto (available RAM minus the rest)
-  uint64_t cache_floor_mib = 1536;    // RAM that cache auto leaves to the system
-  uint64_t cache_ceil_mib = 0;        // upper bound of cache auto; 0: none
+  // Expert cache budget, at most kMaxMib; nullopt: auto (available RAM minus the rest).
+  std::optional<uint64_t> cache_mib;
+  uint64_t cache_floor_mib = 1536;    // RAM that cache auto leaves to the system, at most kMaxMib
+  uint64_t cache_ceil_mib = 0;        // upper bound of cache auto, at most kMaxMib; 0: none
   std::string cache_policy = "lru";   // one of moe::policy_names()
   // The adaptive tier's parameters; unset: decided by moe::decide_adapt (moe/adapt_rule.h).
   std::optional<int32_t> adapt_every;  // decode steps between swap passes, >= 1

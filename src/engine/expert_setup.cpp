@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -56,6 +57,11 @@ void check_stream_settings(const EngineConfig& cfg) {
     fail("--adapt-every/--adapt-swaps/--adapt-decay/--adapt-tuned apply to --cache-policy adaptive only (got '{}')",
          cfg.cache_policy);
   }
+  for (const auto& [flag, mib] : {std::pair{"--cache-mb", cfg.cache_mib.value_or(0)},
+                                  std::pair{"--cache-floor-mb", cfg.cache_floor_mib},
+                                  std::pair{"--cache-ceil-mb", cfg.cache_ceil_mib}}) {
+    if (mib > kMaxMib) fail("{} {} is more than {} MiB (1 EiB)", flag, mib, kMaxMib);
+  }
   if (cfg.adapt_decay && !(*cfg.adapt_decay > 0.0 && *cfg.adapt_decay <= 1.0)) {
     fail("--adapt-decay {} must be in (0, 1]", *cfg.adapt_decay);
   }
@@ -63,11 +69,10 @@ void check_stream_settings(const EngineConfig& cfg) {
 
 }  // namespace
 
-ExpertSetup setup_experts(const gguf::GgufModel& file, const EngineConfig& cfg, int64_t n_expert_used,
-                          const ContextBytes& ctx_bytes, const DecisionLog& log) {
+ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& layout, const EngineConfig& cfg,
+                          int64_t n_expert_used, const ContextBytes& ctx_bytes, const DecisionLog& log) {
   check_stream_settings(cfg);
   ExpertSetup out;
-  const auto layout = moe::ExpertLayout::from_model(file);
   if (layout.layers().empty()) {
     log("experts", "none (a dense model): every weight stays mapped");
     return out;
@@ -94,21 +99,20 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const EngineConfig& cfg, 
       fmt::print(stderr, "{}\n", line);
     }
   };
-  const moe::ExpertStore probe(file);
+  // One cache slot's bytes, which the auto budget and the adaptive rule count in (the store's own layout).
+  const uint64_t slot_bytes = !cfg.cache_mib || is_adaptive(cfg) ? moe::ExpertStore(file).slot_bytes() : 0;
   if (!cfg.cache_mib) {
     const auto ac = moe::auto_cache(moe::mem_available_bytes(), layout.dense_total_bytes(), ctx_bytes.total(),
-                                    probe.slot_bytes(), layout.n_experts_total(), cfg.cache_floor_mib * kMiB,
+                                    slot_bytes, layout.n_experts_total(), cfg.cache_floor_mib * kMiB,
                                     cfg.cache_ceil_mib * kMiB);
     so.cache_bytes = ac.bytes;
     log("cache auto", ac.report);
   } else {
-    // At most every expert: a budget past the experts' total holds them all, and no MiB count can overflow.
-    const uint64_t all = probe.slot_bytes() * static_cast<uint64_t>(layout.n_experts_total());
-    so.cache_bytes = *cfg.cache_mib > all / kMiB + 1 ? all : *cfg.cache_mib * kMiB;
+    so.cache_bytes = *cfg.cache_mib * kMiB;  // the store caps it at every expert
     log("cache", fmt::format("{} MiB as given", *cfg.cache_mib));
   }
   if (is_adaptive(cfg)) {
-    const auto slots = std::min<int64_t>(static_cast<int64_t>(so.cache_bytes / probe.slot_bytes()),
+    const auto slots = std::min<int64_t>(static_cast<int64_t>(so.cache_bytes / slot_bytes),
                                          static_cast<int64_t>(layout.n_experts_total()));
     so.policy_params = adapt_params(cfg, slots, static_cast<int64_t>(layout.n_experts_total()), log);
   }

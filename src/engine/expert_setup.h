@@ -12,6 +12,7 @@
 #include "engine/context_memory.h"
 #include "engine/engine_config.h"
 #include "gguf/gguf.h"
+#include "moe/expert_layout.h"
 #include "moe/expert_source.h"
 #include "moe/streaming_experts.h"
 
@@ -26,11 +27,11 @@ struct ExpertSetup {
   std::string dense_weights = "mapped";       // the dense policy in effect after any fallback
 };
 
-// n_expert_used: the top-k in force (an override's, a replay's, or 0 for the file's), for the cliff guard. `log` is
+// `layout` is the file's (moe::ExpertLayout::from_model). n_expert_used: the top-k in force (an override's, a replay's, or 0 for the file's), for the cliff guard. `log` is
 // called during this call only; the streaming store's later lines go to cfg.log (stderr when unset).
 // Throws moetier::Error naming the setting for --adapt-* values without the adaptive policy, an --adapt-decay
 // outside (0, 1], an unknown policy, or a file the store cannot open.
-ExpertSetup setup_experts(const gguf::GgufModel& file, const EngineConfig& cfg, int64_t n_expert_used,
-                          const ContextBytes& ctx_bytes, const DecisionLog& log);
+ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& layout, const EngineConfig& cfg,
+                          int64_t n_expert_used, const ContextBytes& ctx_bytes, const DecisionLog& log);
 
 }  // namespace moetier::engine

@@ -22,17 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every MoE model of ../shared/oracle/models (all but the dense stories260K*).
-std::vector<std::string> moe_models() {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(test::oracle_dir() / "models")) {
-    const std::string stem = e.path().stem().string();
-    if (e.path().extension() == ".gguf" && !stem.starts_with("stories")) names.push_back(stem);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 // The routing JSON [row][MoE layer][slot] as rows of (step, layer, slot, expert), sorted.
 std::vector<std::array<int64_t, 4>> routing_rows(const fs::path& json) {
   std::ifstream in(json);
@@ -55,7 +44,7 @@ std::vector<std::array<int64_t, 4>> trace_rows(const trace::RouteTrace& t) {
 }
 
 TEST(EvalStreaming, StreamedLogitsAreTheResidentOnesAndTheTraceIsTheRouting) {
-  const auto models = moe_models();
+  const auto models = test::moe_model_names();
   ASSERT_FALSE(models.empty()) << "no MoE models under " << test::oracle_dir();
   const fs::path dir = test::tmp_dir("eval_stream");
   for (const auto& name : models) {

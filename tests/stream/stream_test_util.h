@@ -15,18 +15,7 @@ namespace moetier::moe::test {
 
 namespace fs = std::filesystem;
 
-// Every MoE model of ../shared/oracle/models (everything but the dense stories260K*), sorted.
-inline std::vector<std::string> moe_model_names() {
-  std::vector<std::string> names;
-  const fs::path dir = fs::path(MOETIER_SHARED_DIR) / "oracle" / "models";
-  if (!fs::is_directory(dir)) return names;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string stem = e.path().stem().string();
-    if (e.path().extension() == ".gguf" && !stem.starts_with("stories")) names.push_back(stem);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using moetier::test::moe_model_names;
 
 inline fs::path model_path(const std::string& name) {
   return moetier::test::oracle_dir() / "models" / (name + ".gguf");
