@@ -31,8 +31,8 @@ class MoeFfn final : private moe::ExpertConsumer {
   MoeFfn() = default;
   MoeFfn(const RouterConfig& router, const GluConfig& glu, int64_t n_embd, int64_t n_ff, int64_t max_tok);
 
-  // out[n_tok, n_embd] = MoE(x[n_tok, n_embd]) for `layer`. If `routing` is not null it receives the chosen
-  // expert ids [n_tok, n_expert_used] in descending weight order.
+  // out[n_tok, n_embd] = MoE(x[n_tok, n_embd]) for MoE layer `layer` (its ordinal, model/moe_layers.h). If
+  // `routing` is not null it receives the chosen expert ids [n_tok, n_expert_used] in descending weight order.
   void forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& experts, const float* x, int64_t n_tok,
                float* out, int32_t* routing, compute::Backend& be);
 
