@@ -14,6 +14,7 @@
 
 #include "model/eval.h"
 #include "model/model.h"
+#include "model/token_input.h"
 #include "test_support.h"
 #include "util/f32_file.h"
 #include "util/json_file.h"
@@ -53,7 +54,7 @@ inline std::vector<OracleCase> run_oracle_cases(model::Model& m, const std::stri
     const fs::path case_json = oracle / "ref" / (ref_name + "." + prompt + ".json");
     if (!fs::exists(case_json)) continue;
     const nlohmann::json j = util::read_json_lenient(case_json);
-    const model::EvalTokens in = model::read_eval_tokens(case_json);
+    const model::TokenInput in = model::read_token_input(case_json.string(), 0);
     OracleCase c{prompt, in.tokens, model::evaluate(m, in.tokens, in.n_prefill), {}, {}};
     const std::vector<float> ref = util::read_f32(oracle / "ref" / j["logits_file"].get<std::string>());
     EXPECT_EQ(j["logits_rows"].get<int64_t>(), c.result.n_rows) << case_json;

@@ -74,4 +74,19 @@ std::string render_user_turn(const Options& o, std::string_view msg, bool first,
   return s;
 }
 
+std::vector<std::string_view> control_markers(const Options& o) {
+  switch (o.format) {
+    case Format::chatml: {
+      std::vector<std::string_view> m = {"<|im_start|>", "<|im_end|>"};
+      if (o.no_think) m.insert(m.end(), {"<think>", "</think>"});
+      return m;
+    }
+    case Format::harmony:
+      return {"<|start|>", "<|message|>", "<|end|>", "<|channel|>"};
+    case Format::mistral:
+      return {"</s>"};
+  }
+  return {};
+}
+
 }  // namespace moetier::chat

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gguf/gguf.h"
 
@@ -36,5 +37,10 @@ struct Options {
 // evaluating it): the rendered text then begins by closing that reply, so the KV cache holds a well-formed
 // conversation across turns.
 std::string render_user_turn(const Options& opts, std::string_view user_message, bool first, bool close_previous);
+
+// The control-token texts the turns of `opts` are made of (what render_user_turn() writes; for harmony also the
+// channel marker a reply starts with): a vocabulary without one of them tokenizes it as plain text and the model
+// sees no turn structure, so the caller warns. Mistral's "[INST]" is not listed: the original Mistral vocabularies spell it as plain text by design.
+std::vector<std::string_view> control_markers(const Options& opts);
 
 }  // namespace moetier::chat

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
+#include "engine/engine_config.h"
 #include "moe/cache_policy.h"
 #include "sim/batches.h"
 #include "sim/hot_list.h"
@@ -73,9 +75,11 @@ void print_text(const std::string& trace, const sim::BatchedTrace& t, const sim:
              t.header.arch, t.header.n_moe_layers, t.header.n_expert, t.header.n_expert_used, r.prefill_tokens,
              r.decode_tokens);
   if (r.cache_bytes > 0) {
-    fmt::print("  policy {}, cache {:.0f} MiB (one token's working set {:.0f} MiB{})\n", r.policy,
-               static_cast<double>(r.cache_bytes) / kMiB, static_cast<double>(r.working_set_bytes) / kMiB,
-               r.cliff_guard_engaged ? ", cliff guard engaged" : "");
+    fmt::print("  policy {}, cache {:.0f} MiB{} (one token's working set {:.0f} MiB{})\n", r.policy,
+               static_cast<double>(r.cache_bytes) / kMiB,
+               t.header.cache ? fmt::format(" = {} slots of {} bytes", r.cache_entries, t.header.cache->slot_bytes)
+                              : std::string(),
+               static_cast<double>(r.working_set_bytes) / kMiB, r.cliff_guard_engaged ? ", cliff guard engaged" : "");
   } else {
     fmt::print("  policy {}, cache {} experts{}\n", r.policy, r.cache_entries,
                r.cliff_guard_engaged ? " (cliff guard engaged)" : "");
@@ -95,7 +99,6 @@ void print_text(const std::string& trace, const sim::BatchedTrace& t, const sim:
 
 void run_replay(const Opts& o, const CLI::App& cmd) {
   if ((o.cache_mb > 0) == (o.cache_experts > 0)) fail("replay: give exactly one of --cache-mb and --cache-experts (> 0)");
-  if (o.phase != "all" && o.phase != "decode") fail("replay: --phase must be 'all' or 'decode', got '{}'", o.phase);
   sim::ReplayOptions ro;
   ro.policy = o.policy;
   ro.cache_bytes = static_cast<uint64_t>(o.cache_mb * kMiB);
@@ -152,24 +155,38 @@ void run_replay(const Opts& o, const CLI::App& cmd) {
 void register_replay(CLI::App& app) {
   auto* cmd = app.add_subcommand("replay", "replay route traces through an expert-cache policy (hit rates, bytes read)");
   auto o = std::make_shared<Opts>();
-  std::string names;
-  for (std::string_view n : moe::policy_names()) names += std::string(n) + "|";
-  names += "belady";
+  // Every online policy of the engine, and the offline optimum only the simulator has.
+  std::vector<std::string> names(moe::policy_names().begin(), moe::policy_names().end());
+  names.emplace_back("belady");
+  std::string policies;
+  for (const std::string& n : names) policies += (policies.empty() ? "" : ", ") + n;
   cmd->add_option("TRACE", o->traces, "route_trace v1 files (../shared/traces/...)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--cache-mb", o->cache_mb, "expert cache budget in MiB (entries weigh their layer's expert_bytes)");
-  cmd->add_option("--cache-experts", o->cache_experts, "expert cache size in slots (entries weigh 1)");
-  cmd->add_option("--policy", o->policy, names)->capture_default_str();
+  cmd->add_option("--cache-mb", o->cache_mb,
+                  "expert cache budget in MiB (entries weigh their layer's expert_bytes; a trace moetier recorded: "
+                  "whole slots of its slot_bytes, strict, its cliff guard and prefill chunks, as the engine ran)")
+      ->check(real<double>(0.0, static_cast<double>(engine::kMaxMib), Ends::open_low));
+  cmd->add_option("--cache-experts", o->cache_experts, "expert cache size in slots (entries weigh 1)")
+      ->transform(whole<int64_t>(1));
+  cmd->add_option("--policy", o->policy, "cache policy: " + policies + " (belady: the offline optimum)")
+      ->capture_default_str()
+      ->check(one_of(names));
   cmd->add_option("--phase", o->phase, "all: replay prefill then decode; decode: replay decode only (cold start)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(one_of({"all", "decode"}));
   cmd->add_flag("--json", o->json, "print one JSON object per trace (an array for several traces)");
   cmd->add_option("--profile", o->profile, "static: take the hot list from this trace's decode steps")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--static-warm", o->static_warm, "static: take the hot list from the first N decode steps");
-  cmd->add_option("--adapt-every", o->adapt_every, "adaptive: decode steps (rounds) between swap passes [4]");
-  cmd->add_option("--adapt-swaps", o->adapt_swaps, "adaptive: most swap-ins per pass [96]");
-  cmd->add_option("--adapt-decay", o->adapt_decay, "adaptive: count multiplier after each pass [0.7]");
+  cmd->add_option("--static-warm", o->static_warm, "static: take the hot list from the first N decode steps")
+      ->transform(whole<int64_t>(0));
+  cmd->add_option("--adapt-every", o->adapt_every, "adaptive: decode steps (rounds) between swap passes [4]")
+      ->transform(whole<int32_t>(1));
+  cmd->add_option("--adapt-swaps", o->adapt_swaps, "adaptive: most swap-ins per pass [96]")
+      ->transform(whole<int32_t>(0));
+  cmd->add_option("--adapt-decay", o->adapt_decay, "adaptive: count multiplier after each pass, in (0, 1] [0.7]")
+      ->check(real<double>(0.0, 1.0, Ends::open_low));
   cmd->add_flag("--adapt-tuned", o->adapt_tuned, "adaptive: the tuned parameters (2, 192, 0.92)");
-  cmd->add_option("--lfu-decay", o->lfu_decay, "lfu-decay: count fade per step [0.9]");
+  cmd->add_option("--lfu-decay", o->lfu_decay, "lfu-decay: count fade per step, in (0, 1] [0.9]")
+      ->check(real<double>(0.0, 1.0, Ends::open_low));
   cmd->add_flag("--cliff-guard", o->cliff_guard,
                 "protect a per-layer quota when the cache is below one token's working set (the engine's default)");
   cmd->add_flag("--strict", o->strict, "strict capacity (fixed slots) instead of the recording engine's budget rule");

@@ -22,13 +22,20 @@ void register_report(CLI::App& app) {
     std::string out;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("metrics", o->metrics, "metrics CSV written by `moetier run --csv`")->required();
-  cmd->add_option("--compare", o->compare, "a second metrics CSV: its curves overlaid, its differing settings listed");
+  // ExistingFile: a directory would otherwise reach the CSV reader's stream, which throws instead of failing.
+  cmd->add_option("metrics", o->metrics, "metrics CSV written by `moetier run --csv`")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--compare", o->compare, "a second metrics CSV: its curves overlaid, its differing settings listed")
+      ->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", o->out, "HTML file to write")->required();
   cmd->callback([o] {
     const auto run = telemetry::read_metrics(o->metrics);
     std::unique_ptr<telemetry::MetricsFile> other;
     if (!o->compare.empty()) other = std::make_unique<telemetry::MetricsFile>(telemetry::read_metrics(o->compare));
+    for (const telemetry::MetricsFile* m : {&run, static_cast<const telemetry::MetricsFile*>(other.get())})
+      if (m != nullptr)
+        for (const auto& w : m->warnings) fmt::print(stderr, "moetier: warning: {}\n", w);
     const std::string html = telemetry::render_report(run, other.get());
     std::ofstream out(o->out, std::ios::binary);
     if (!out) fail("-o {}: cannot write it: {}", o->out, std::strerror(errno));

@@ -2,11 +2,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <iterator>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -15,14 +13,17 @@
 
 #include "chat/chat_format.h"
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
+#include "cli/interrupt.h"
 #include "cli/model_flags.h"
+#include "cli/output.h"
 #include "engine/engine.h"
-#include "model/eval.h"
 #include "model/generator.h"
+#include "model/token_input.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
-#include "util/json_file.h"
+#include "util/text_file.h"
 
 namespace moetier::cli {
 namespace {
@@ -33,35 +34,37 @@ struct SamplingFlags {
 
   void add_to(CLI::App& cmd) {
     cmd.add_option("--temp", p.temperature, "temperature; 0 = greedy (always the most likely token)")
-        ->capture_default_str();
-    cmd.add_option("--top-k", p.top_k, "sample among the k most likely tokens (0 = all)")->capture_default_str();
+        ->capture_default_str()
+        ->check(real<float>(0.0f));
+    cmd.add_option("--top-k", p.top_k, "sample among the k most likely tokens (0 = all)")
+        ->capture_default_str()
+        ->transform(whole<int32_t>(0));
     cmd.add_option("--top-p", p.top_p, "nucleus: the smallest set reaching this probability (1 = off)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(real<float>(0.0f, 1.0f, Ends::open_low));
     cmd.add_option("--min-p", p.min_p, "drop tokens below min-p x the top token's probability (0 = off)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(real<float>(0.0f, 1.0f, Ends::open_high));
     cmd.add_option("--repeat-penalty", p.repeat_penalty, "penalise recently seen tokens (1 = off)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(real<float>(0.0f, std::numeric_limits<float>::max(), Ends::open_low));
     cmd.add_option("--repeat-last-n", p.repeat_last_n, "how many recent tokens the penalty looks at")
-        ->capture_default_str();
-    cmd.add_option("--seed", seed, "random seed: the same seed gives the same text (default: random, logged)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->transform(whole<int32_t>(0));
+    cmd.add_option("--seed", seed,
+                   "random seed from 0 to 2^64-1: the same seed gives the same text; random or -1 (as llama.cpp): "
+                   "a random one, logged")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [](std::string& s) -> std::string {
+              if (s == "random" || s == "-1" || parse_whole<uint64_t>(s, 0, UINT64_MAX)) return {};
+              return s + " is not random, -1 (random) or " + whole_phrase<uint64_t>(0, UINT64_MAX);
+            },
+            "random|-1|≥ 0"));
   }
+  // The flags' ranges are checked as they are parsed (cli/flag_checks.h); the sampler checks them again.
   sample::SamplerParams resolve() {
-    if (seed == "random") {
-      p.seed = std::random_device{}();
-    } else {
-      try {
-        size_t used = 0;
-        p.seed = std::stoull(seed, &used);
-        if (used != seed.size()) throw std::invalid_argument(seed);
-      } catch (const std::exception&) {
-        fail("--seed '{}' is not a non-negative integer (or 'random')", seed);
-      }
-    }
-    if (p.temperature < 0.0f) fail("--temp {} must be >= 0", p.temperature);
-    if (p.top_p <= 0.0f || p.top_p > 1.0f) fail("--top-p {} must be in (0, 1]", p.top_p);
-    if (p.min_p < 0.0f || p.min_p >= 1.0f) fail("--min-p {} must be in [0, 1)", p.min_p);
-    if (p.repeat_penalty <= 0.0f) fail("--repeat-penalty {} must be > 0", p.repeat_penalty);
+    p.seed = seed == "random" || seed == "-1" ? std::random_device{}() : *parse_whole<uint64_t>(seed, 0, UINT64_MAX);
     if (p.temperature > 0.0f) fmt::print(stderr, "sampling: seed {}, temp {}, top-k {}, top-p {}, min-p {}\n", p.seed,
                                          p.temperature, p.top_k, p.top_p, p.min_p);
     else
@@ -84,54 +87,34 @@ struct ChatFlags {
                  "answer without reasoning: ChatML adds an empty think block, harmony goes to the final channel");
     cmd.add_option("--system", system, "system message");
   }
-  chat::Options resolve(const gguf::Metadata& md) const {
+  chat::Options resolve(const gguf::Metadata& md, const tokenizer::Tokenizer& tok) const {
     chat::Options o;
     o.format = format == "auto" ? chat::detect_format(md) : chat::parse_format(format);
     o.no_think = no_think;
     o.system_prompt = system;
     fmt::print(stderr, "chat format: {}{}\n", chat::format_name(o.format), no_think ? " (no think)" : "");
+    std::string missing;
+    for (const std::string_view m : chat::control_markers(o)) {
+      if (!tok.find_token(m)) missing += (missing.empty() ? "" : " ") + std::string(m);
+    }
+    if (!missing.empty()) {
+      fmt::print(stderr,
+                 "moetier: warning: the vocabulary has no {} token{}: the {} markers are read as plain text, so the "
+                 "model sees no chat turns (is --chat-format right for this model?)\n",
+                 missing, missing.find(' ') == std::string::npos ? "" : "s", chat::format_name(o.format));
+    }
     return o;
   }
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("-f {}: cannot open the prompt file", path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+// -n: -1 or a count (the option's own type would take any negative number as "until the end").
+CLI::Validator n_predict_check() {
+  return whole<int64_t>(-1, std::numeric_limits<int64_t>::max(),
+                        "-1 (until the end) or " + whole_phrase<int64_t>(0, std::numeric_limits<int64_t>::max()));
 }
 
-// --tokens LIST|FILE: a JSON list of token ids given inline (an argument that starts with '['), or a file holding one
-// or an oracle case object's "prompt_tokens" (what `eval --tokens` reads). Run as given: no BOS is added. Throws
-// naming the argument for anything else or an id outside the vocabulary.
-std::vector<int32_t> read_prompt_tokens(const std::string& path, int64_t n_vocab) {
-  nlohmann::json j;
-  if (path.starts_with('[')) {
-    try {
-      j = nlohmann::json::parse(path);
-    } catch (const nlohmann::json::exception& e) {
-      fail("--tokens {}: not a valid JSON list: {}", path, e.what());
-    }
-  } else if (!std::filesystem::exists(path)) {
-    fail("--tokens {}: no such file (give a file, or the ids inline as a JSON list such as [1,2,3])", path);
-  } else {
-    j = util::read_json_lenient(path);
-  }
-  const nlohmann::json& arr = j.is_object() && j.contains("prompt_tokens") ? j["prompt_tokens"] : j;
-  if (!arr.is_array()) fail("--tokens {}: not a JSON list of token ids (nor an object with 'prompt_tokens')", path);
-  std::vector<int32_t> ids;
-  ids.reserve(arr.size());
-  for (const auto& x : arr) {
-    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= n_vocab)
-      fail("--tokens {}: '{}' is not a token id of this model's vocabulary (0 ..< {})", path, x.dump(), n_vocab);
-    ids.push_back(x.get<int32_t>());
-  }
-  return ids;
-}
-
-void print_piece(const std::string& s) {
-  std::fwrite(s.data(), 1, s.size(), stdout);
-  std::fflush(stdout);
-}
+// False when standard output could not be written: generation then stops, and main() reports why.
+bool print_piece(const std::string& s) { return write_stdout(s); }
 
 // The sampling settings for the metrics CSV's `# config` lines, after the engine's.
 std::vector<std::pair<std::string, std::string>> sampling_settings(const sample::SamplerParams& p, int64_t n_predict) {
@@ -158,39 +141,53 @@ std::unique_ptr<engine::Engine> load_for(const ModelFlags& m, const TelemetryFla
   return engine::load_engine(cfg);
 }
 
-// After the generated text and a blank line: the run's summary on stdout.
+// After the generated text and a blank line: the run's summary on stdout. A run that a stop signal ended early
+// says so, here and in the metrics CSV's summary.
 void print_summary(engine::Engine& e) {
+  if (const int sig = stop_signal(); sig != 0) e.recorder().set_interrupted(signal_name(sig));
   const auto s = e.finish();
-  std::fflush(stdout);
-  fmt::print(stdout, "\n{}", e.format_summary(s));
-  std::fflush(stdout);
+  print_piece(fmt::format("\n{}", e.format_summary(s)));
 }
 
-// Generates up to n_predict tokens (< 0: until end of generation or a full context), printing each as it comes.
-// Returns whether it stopped on an end-of-generation token. Every printed token except the last is run; the last
-// one is run too when `run_last` (chat keeps a complete context for the next turn).
-bool generate(model::Generator& g, const tokenizer::Tokenizer& tok, int64_t n_predict, bool run_last) {
+// Why generate() returned.
+enum class Stop { end_of_text, limit, context_full, signal, output_failed };
+
+// Generates up to n_predict tokens (< 0: until end of generation or a full context), printing each as it comes,
+// and stops early for a stop signal (checked before every token) or at the first write to stdout that fails.
+// Every printed token except the last is run; the last one is run too when `run_last` (chat keeps a complete
+// context for the next turn), also after a Ctrl-C, so the context holds exactly the tokens printed.
+Stop generate(model::Generator& g, const tokenizer::Tokenizer& tok, int64_t n_predict, bool run_last) {
   int32_t pending = -1;  // sampled and printed, not yet run
+  Stop why = Stop::limit;
   for (int64_t i = 0; n_predict < 0 || i < n_predict; ++i) {
+    if (stop_signal() != 0) {
+      why = Stop::signal;
+      break;
+    }
     if (pending >= 0) {
       if (g.context_full()) {
         fmt::print(stderr, "\n[context full at {} tokens: stopping; raise -c for longer output]\n", g.n_ctx());
-        return false;
+        return Stop::context_full;
       }
       g.decode(pending);
       pending = -1;
     }
     const int32_t t = g.sample();
-    if (tok.is_eog(t)) return true;
-    print_piece(tok.token_to_piece(t));
+    if (tok.is_eog(t)) return Stop::end_of_text;
+    if (!print_piece(tok.token_to_piece(t))) return Stop::output_failed;
     pending = t;
   }
-  if (pending >= 0 && run_last && !g.context_full()) g.decode(pending);
-  return false;
+  // SIGTERM ends the chat too: running the last token for a next turn would only delay that.
+  if (pending >= 0 && run_last && !g.context_full() && stop_signal() != SIGTERM) g.decode(pending);
+  return why;
 }
 
 void register_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from a prompt, streaming it as it is produced");
+  cmd->footer("Ctrl-C (or SIGTERM) stops generation: the summary is printed, the --csv summary says "
+              "interrupted=SIGINT, and the exit status is 130 (143 for SIGTERM); a second Ctrl-C ends at once. A "
+              "standard output that cannot be written stops generation with an error (exit status 1); a reader "
+              "that leaves (| head) ends the run quietly (SIGPIPE, 141).");
   struct Opts {
     ModelFlags model;
     SamplingFlags sampling;
@@ -213,7 +210,8 @@ void register_run_command(CLI::App& app) {
   p->excludes(f);
   tk->excludes(p)->excludes(f);
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until end of text or a full context)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(n_predict_check());
   cmd->add_flag("--chat", o->chat_mode, "wrap the prompt as one user turn in the model's chat format")->excludes(tk);
   o->sampling.add_to(*cmd);
   o->chat.add_to(*cmd);
@@ -221,16 +219,20 @@ void register_run_command(CLI::App& app) {
   cmd->callback([o] {
     if (o->prompt.empty() && o->file.empty() && o->tokens.empty())
       fail("run: give a prompt with -p TEXT, -f FILE or --tokens FILE.json");
-    const std::string text = !o->file.empty() ? read_file(o->file) : o->prompt;
+    const std::string text = !o->file.empty() ? util::read_text_file(o->file, "-f") : o->prompt;
+    // Read before the model loads, so a malformed list fails at once; the ids are checked against its vocabulary
+    // once it is loaded.
+    const model::TokenInput ids = o->tokens.empty() ? model::TokenInput{} : model::read_token_input(o->tokens, 0);
     const auto sp = o->sampling.resolve();
     auto e = load_for(o->model, o->telemetry, sp, "run", o->n_predict);
     const auto tok = tokenizer::Tokenizer::from_metadata(e->file().metadata());
     sample::Sampler sampler(sp, e->info().n_vocab);
     std::vector<int32_t> prompt;
     if (!o->tokens.empty()) {
-      prompt = read_prompt_tokens(o->tokens, e->info().n_vocab);
+      model::check_token_vocab(ids, "--tokens " + o->tokens, e->info().n_vocab);
+      prompt.assign(ids.tokens.begin(), ids.tokens.begin() + ids.n_prompt);  // an oracle case: its prompt_tokens
     } else if (o->chat_mode) {
-      const auto co = o->chat.resolve(e->file().metadata());
+      const auto co = o->chat.resolve(e->file().metadata(), tok);
       prompt = tok.encode(chat::render_user_turn(co, text, true, false), true, true);
     } else {
       prompt = tok.encode(text, true, false);
@@ -242,13 +244,17 @@ void register_run_command(CLI::App& app) {
            prompt.size(), e->info().n_ctx);
     model::Generator g(e->model(), sampler, e->hooks());
     if (e->records_routing()) g.record_routing();
-    g.prefill(prompt);
+    // From here Ctrl-C stops the run with its summary; while loading, above, it ends the process at once.
+    const StopSignals stop_signals;
+    g.set_stop_flag(&stop_flag());
+    const bool prefilled = g.prefill(prompt);
+    bool printed = true;
     if (!o->tokens.empty()) {
-      for (const int32_t t : prompt) print_piece(tok.token_to_piece(t));
+      for (const int32_t t : prompt) printed = printed && print_piece(tok.token_to_piece(t));
     } else if (!o->chat_mode) {
-      print_piece(text);
+      printed = print_piece(text);
     }
-    generate(g, tok, o->n_predict, false);
+    if (prefilled && printed) generate(g, tok, o->n_predict, false);
     print_piece("\n");
     print_summary(*e);
   });
@@ -256,6 +262,9 @@ void register_run_command(CLI::App& app) {
 
 void register_chat_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "interactive chat: one line per user turn, the context kept across turns");
+  cmd->footer("Ctrl-C during a reply ends the reply (the text printed so far stays in the context) and the prompt "
+              "returns; Ctrl-C at the prompt ends the chat with the summary (exit status 130); SIGTERM ends it "
+              "(143).");
   struct Opts {
     ModelFlags model;
     SamplingFlags sampling;
@@ -266,35 +275,55 @@ void register_chat_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   o->model.add_to(*cmd);
   cmd->add_option("-n,--n-predict", o->n_predict, "most tokens per reply (-1: until the end of the reply)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(n_predict_check());
   o->sampling.add_to(*cmd);
   o->chat.add_to(*cmd);
   o->telemetry.add_to(*cmd);
   cmd->callback([o] {
     const auto sp = o->sampling.resolve();
     auto e = load_for(o->model, o->telemetry, sp, "chat", o->n_predict);
+    // From here Ctrl-C during a reply ends the reply, and at the prompt the chat; SIGTERM ends the chat. While
+    // loading, above, either ends the process at once.
+    const StopSignals stop_signals;
     const auto tok = tokenizer::Tokenizer::from_metadata(e->file().metadata());
     sample::Sampler sampler(sp, e->info().n_vocab);
-    const auto co = o->chat.resolve(e->file().metadata());
+    const auto co = o->chat.resolve(e->file().metadata(), tok);
     model::Generator g(e->model(), sampler, e->hooks());
     if (e->records_routing()) g.record_routing();
+    g.set_stop_flag(&stop_flag());
     const bool tty = isatty(STDIN_FILENO) != 0;
-    if (tty) fmt::print(stderr, "type a message and press enter; an empty line or end of input (Ctrl-D) ends the chat\n");
+    if (tty)
+      fmt::print(stderr, "type a message and press enter; Ctrl-C stops a reply; an empty line, end of input (Ctrl-D) "
+                         "or Ctrl-C at the prompt ends the chat\n");
+    LineReader input;
     bool first = true;
     std::string line;
-    while (true) {
-      if (tty) print_piece("> ");
-      if (!std::getline(std::cin, line) || (tty && line.empty())) break;
+    while (stop_signal() == 0) {
+      if (tty && !print_piece("> ")) break;
+      if (input.next(line) != LineReader::Result::line || (tty && line.empty())) break;
       if (line.empty()) continue;
       const auto ids = tok.encode(chat::render_user_turn(co, line, first, !first), first, true);
       if (g.n_past() + static_cast<int64_t>(ids.size()) >= g.n_ctx()) {
         fmt::print(stderr, "[the context of {} tokens is full: ending the chat; raise -c for longer chats]\n", g.n_ctx());
         break;
       }
-      g.prefill(ids);
+      const int64_t before = g.n_past();
+      if (!g.prefill(ids)) {  // stopped within a long message: drop the whole turn from the context
+        g.rewind(before);
+        if (stop_signal() != SIGINT) break;
+        clear_stop();
+        fmt::print(stderr, "[interrupted: the message was dropped from the context]\n");
+        continue;
+      }
       first = false;
-      generate(g, tok, o->n_predict, true);
-      print_piece("\n");
+      const Stop why = generate(g, tok, o->n_predict, true);
+      if (!print_piece("\n") || why == Stop::output_failed) break;
+      if (why == Stop::signal) {
+        if (stop_signal() != SIGINT) break;
+        clear_stop();
+        fmt::print(stderr, "[interrupted: the reply so far stays in the context]\n");
+      }
     }
     print_summary(*e);
   });

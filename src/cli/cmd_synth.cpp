@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/format.h"
 #include "synth/synth.h"
 #include "util/error.h"
@@ -40,16 +41,21 @@ void register_synth(CLI::App& app) {
   cmd->add_option("--dense-lead", o->dense_lead,
                   "make the first N blocks dense (a SwiGLU FFN instead of router and experts; "
                   "leading_dense_block_count, as DeepSeek and GLM files have): for tests of MoE layer numbering")
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+      ->transform(whole<int64_t>(0, 4096));
   cmd->add_option("--layers", o->layers, "keep only the first N layers (0: the preset's count)")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(whole<int64_t>(0));
   cmd->add_option("--vocab", o->vocab,
                   "take the tokenizer from this GGUF (e.g. ../shared/tokenizer/qwen3-vocab.gguf); default: a "
                   "generated SentencePiece vocabulary of the preset's size");
-  cmd->add_option("--seed", o->seed, "random seed: the same seed writes the same file")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed: the same seed writes the same file")
+      ->capture_default_str()
+      ->transform(whole<uint64_t>(0));
+  // GGUF stores general.alignment as uint32: the largest power of two it holds is 2^31.
   cmd->add_option("--alignment", o->alignment,
-                  "general.alignment in bytes (32 as llama.cpp writes; 4096 puts every tensor on a page)")
-      ->capture_default_str();
+                  "general.alignment in bytes, a power of two from 8 to 2^31 (32 as llama.cpp writes; 4096 puts every "
+                  "tensor on a page)")
+      ->capture_default_str()
+      ->transform(whole<uint64_t>(8, uint64_t{1} << 31));
   cmd->add_flag("-q,--quiet", o->quiet, "no progress line");
   cmd->callback([o] {
     synth::SynthOptions so;

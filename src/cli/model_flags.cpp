@@ -1,27 +1,15 @@
 #include "cli/model_flags.h"
 
-#include <charconv>
+#include <filesystem>
 
+#include "cli/flag_checks.h"
 #include "model/kv_cache.h"
-#include "moe/cache_policy.h"
 #include "moe/dense_weights.h"
 #include "moe/placement.h"
 #include "util/error.h"
 
 namespace moetier::cli {
 namespace {
-
-// A whole number of MiB, digits only (no sign, no suffix): std::stoull would take "-5" as 2^64 - 5.
-uint64_t parse_mib(const std::string& flag, const std::string& v) {
-  uint64_t n = 0;
-  const char* end = v.data() + v.size();
-  const auto [p, ec] = std::from_chars(v.data(), end, n);
-  if (v.empty() || v.front() == '-' || v.front() == '+' || ec != std::errc() || p != end) {
-    fail("{} '{}' is not auto or a whole number of MiB", flag, v);
-  }
-  if (n > engine::kMaxMib) fail("{} {} is more than {} MiB (1 EiB)", flag, v, engine::kMaxMib);
-  return n;
-}
 
 // parse(value), or an error that names the flag and the value before the parser's own sentence.
 template <typename Parse>
@@ -42,18 +30,19 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                                      : "context size in tokens (KV cache positions); 0: the model's training context, "
                                        "at most 4096")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(whole<int64_t>(0));
   cmd.add_option("-b,--batch-size", n_batch, "most prompt tokens per forward pass (prefill chunk)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->transform(whole<int64_t>(1));
   cmd.add_option("-t,--threads", threads, "threads for the matrix products (0: one per hardware thread)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1024));
+      ->transform(whole<int>(0, 1024));
   cmd.add_option("--kv-type", kv_type, "KV cache element type: f16 (as the reference engine) or f32")
       ->capture_default_str();
   cmd.add_option("--n-expert-used", n_expert_used,
-                 "override the model's top-k experts per token (lossy: changes the model's output)")
-      ->check(CLI::PositiveNumber);
+                 "override the model's top-k experts per token (lossy: changes the model's output; at most the "
+                 "model's experts per layer)")
+      ->transform(whole<int64_t>(1));
   const char* g = "Expert streaming";
   cmd.add_option("--experts", experts,
                  "resident: every expert in RAM (mapped); stream: read routed experts from the file into the expert "
@@ -64,30 +53,32 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "expert cache budget in MiB when streaming: auto (available RAM minus --cache-floor-mb, dense "
                  "weights and KV cache), 0 (no cache: every expert read at every use) or N")
       ->capture_default_str()
+      ->transform(word_or_whole<uint64_t>("auto", 0, engine::kMaxMib))
       ->group(g);
-  const auto mib_range = CLI::Range(uint64_t{0}, engine::kMaxMib);
+  const auto mib_range = whole<uint64_t>(0, engine::kMaxMib);
   cmd.add_option("--cache-floor-mb", cache_floor_mb, "RAM left to the system by --cache-mb auto, MiB")
       ->capture_default_str()
-      ->check(mib_range)
+      ->transform(mib_range)
       ->group(g);
   cmd.add_option("--cache-ceil-mb", cache_ceil_mb, "upper bound of --cache-mb auto, MiB (0: none)")
       ->capture_default_str()
-      ->check(mib_range)
+      ->transform(mib_range)
       ->group(g);
   std::string policies;
-  for (const std::string_view n : moe::policy_names()) policies += (policies.empty() ? "" : ", ") + std::string(n);
+  for (const std::string_view n : engine::run_policy_names()) policies += (policies.empty() ? "" : ", ") + std::string(n);
   cmd.add_option("--cache-policy", cache_policy,
                  "expert cache policy: " + policies + " (adaptive: background swaps, see --adapt-*)")
       ->capture_default_str()
       ->group(g);
   cmd.add_option("--adapt-every", adapt_every, "adaptive: decode steps (rounds) between swap passes [4, tuned 2]")
-      ->check(CLI::PositiveNumber)
+      ->transform(whole<int32_t>(1))
       ->group(g);
   cmd.add_option("--adapt-swaps", adapt_swaps, "adaptive: most background swap-ins per pass [96, tuned 192]")
-      ->check(CLI::NonNegativeNumber)
+      ->transform(whole<int32_t>(0))
       ->group(g);
   cmd.add_option("--adapt-decay", adapt_decay,
                  "adaptive: count multiplier after each pass, in (0, 1] [0.7, tuned 0.92]")
+      ->check(real<double>(0.0, 1.0, Ends::open_low))
       ->group(g);
   cmd.add_flag("--adapt-tuned", adapt_tuned,
                "adaptive: force the tuned parameters (every 2 rounds, 192 swaps, x0.92); by default they apply only "
@@ -99,7 +90,7 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
       ->check(CLI::ExistingFile);
   cmd.add_option("--io-threads", io_threads, "parallel read lanes for expert reads")
       ->capture_default_str()
-      ->check(CLI::Range(1, 64))
+      ->transform(whole<int>(1, 64))
       ->group(g);
   cmd.add_option("--io-engine", io_engine,
                  "expert read engine: pread (a thread pool; measured faster here) or io_uring")
@@ -125,7 +116,10 @@ engine::EngineConfig ModelFlags::config() const {
   c.kv_type = parse_flag("--kv-type", kv_type, model::parse_kv_type);
   c.n_expert_used = n_expert_used;
   c.placement = parse_flag("--experts", experts, moe::parse_placement);
-  if (cache_mb != "auto") c.cache_mib = parse_mib("--cache-mb", cache_mb);
+  if (cache_mb != "auto") {
+    c.cache_mib = parse_whole<uint64_t>(cache_mb, 0, engine::kMaxMib);
+    if (!c.cache_mib) fail("--cache-mb {} is not auto or {}", cache_mb, whole_phrase<uint64_t>(0, engine::kMaxMib));
+  }
   c.cache_floor_mib = cache_floor_mb;
   c.cache_ceil_mib = cache_ceil_mb;
   c.cache_policy = cache_policy;
@@ -157,11 +151,15 @@ void TelemetryFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--steady-skip", steady_skip,
                  "decode tokens of warm-up left out of the steady tok/s (default: until the running hit rate stays "
                  "within 1 point for 8 tokens)")
-      ->check(CLI::NonNegativeNumber)
+      ->transform(whole<int64_t>(0))
       ->group(g);
 }
 
 void TelemetryFlags::apply(engine::EngineConfig& cfg, std::string command) const {
+  // Before the model loads, not at the first write after it.
+  for (const auto& [flag, path] : {std::pair{"--csv", &csv}, std::pair{"--route-trace", &route_trace}}) {
+    if (!path->empty() && std::filesystem::is_directory(*path)) fail("{} {}: is a directory, not a file", flag, *path);
+  }
   cfg.telemetry.csv = csv;
   cfg.telemetry.progress = progress;
   cfg.telemetry.route_trace = route_trace;

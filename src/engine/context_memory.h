@@ -14,7 +14,8 @@ namespace moetier::engine {
 struct ContextBytes {
   uint64_t kv = 0;      // KV cache, bytes
   uint64_t scores = 0;  // attention score rows, bytes
-  uint64_t total() const { return kv + scores; }
+  // Saturates like the parts (context_bytes): UINT64_MAX means "more than any memory".
+  uint64_t total() const { return kv > UINT64_MAX - scores ? UINT64_MAX : kv + scores; }
 };
 
 ContextBytes context_bytes(const model::ArchSummary& s, int64_t n_ctx, model::KvType kv_type, int threads);

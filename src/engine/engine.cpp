@@ -70,6 +70,10 @@ std::unique_ptr<telemetry::RunRecorder> make_recorder(const Engine& e, const moe
     th.n_expert = static_cast<int32_t>(info.n_expert);
     th.n_expert_used = static_cast<int32_t>(info.n_expert_used);
     for (const auto& l : layout.layers()) th.layers.push_back({l.expert_bytes, l.dense_bytes});
+    if (stream != nullptr) {  // what replay needs to count as this store does (trace::TraceCache)
+      const moe::CachePolicy* pol = stream->policy();
+      th.cache = trace::TraceCache{stream->slot_bytes(), info.n_batch, pol != nullptr && pol->config().cliff_guard};
+    }
   }
   const auto settings = resolved_settings(e);
   return std::make_unique<telemetry::RunRecorder>(ro, inner, stream, md, settings, th);
@@ -173,9 +177,12 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                            cfg.n_ctx > 0 ? "" : " (the model's default)", model::kv_type_name(cfg.kv_type),
                            static_cast<double>(ctx_bytes.kv) / kMiB, static_cast<double>(ctx_bytes.scores) / kMiB,
                            e->load_seconds_));
-  if (cfg.n_expert_used > 0)
+  if (cfg.n_expert_used > 0 && info.n_moe_layers == 0) {
+    log("note", fmt::format("--n-expert-used {} has no effect: the model has no routed experts", cfg.n_expert_used));
+  } else if (cfg.n_expert_used > 0) {
     log("note", fmt::format("--n-expert-used {} overrides the model's top-k: output differs from the model's own",
                             cfg.n_expert_used));
+  }
 
   e->stream_hooks_ = std::make_unique<StreamStepHooks>(e->stream_);
   e->recorder_ = make_recorder(*e, layout, e->stream_hooks_.get(), e->stream_);

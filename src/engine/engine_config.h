@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "moe/cache_policy.h"
 #include "moe/dense_weights.h"
 #include "moe/io/read_engine.h"
 #include "moe/placement.h"
@@ -37,6 +38,16 @@ struct TelemetryConfig {
 // byte counts (MiB x 2^20, plus the dense and context bytes) cannot overflow.
 inline constexpr uint64_t kMaxMib = uint64_t{1} << 40;
 
+// The cache policies a run takes (EngineConfig::cache_policy): moe::policy_names() but "static", whose hot list
+// comes from a profile trace that only `moetier replay --profile` reads; without one it would never fill.
+inline std::vector<std::string_view> run_policy_names() {
+  std::vector<std::string_view> names;
+  for (const std::string_view n : moe::policy_names()) {
+    if (n != "static") names.push_back(n);
+  }
+  return names;
+}
+
 struct EngineConfig {
   std::string model;        // GGUF path (for a split model, any shard)
   int64_t n_ctx = 0;        // KV cache positions; 0: the architecture's default (model::default_context)
@@ -52,7 +63,7 @@ struct EngineConfig {
   std::optional<uint64_t> cache_mib;
   uint64_t cache_floor_mib = 1536;    // RAM that cache auto leaves to the system, at most kMaxMib
   uint64_t cache_ceil_mib = 0;        // upper bound of cache auto, at most kMaxMib; 0: none
-  std::string cache_policy = "lru";   // one of moe::policy_names()
+  std::string cache_policy = "lru";   // one of run_policy_names()
   // The adaptive tier's parameters; unset: decided by moe::decide_adapt (moe/adapt_rule.h).
   std::optional<int32_t> adapt_every;  // decode steps between swap passes, >= 1
   std::optional<int32_t> adapt_swaps;  // most swap-ins per pass, >= 0

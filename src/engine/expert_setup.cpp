@@ -47,10 +47,15 @@ moe::PolicyParams adapt_params(const EngineConfig& cfg, int64_t cache_slots, int
 // Settings that must be right whether or not the experts end up streaming (a resident run ignores them, but a
 // typo should not pass silently).
 void check_stream_settings(const EngineConfig& cfg) {
-  const auto names = moe::policy_names();
+  const auto names = run_policy_names();
   if (std::find(names.begin(), names.end(), cfg.cache_policy) == names.end()) {
     std::string list;
     for (const auto n : names) list += (list.empty() ? "" : ", ") + std::string(n);
+    if (cfg.cache_policy == "static") {
+      fail("--cache-policy static pins a hot list taken from a profile trace, which only `moetier replay --profile` "
+           "reads; a run has none and its cache would never fill (use one of {})",
+           list);
+    }
     fail("--cache-policy '{}' is not one of {}", cfg.cache_policy, list);
   }
   if (!is_adaptive(cfg) && (cfg.adapt_every || cfg.adapt_swaps || cfg.adapt_decay || cfg.adapt_tuned)) {

@@ -3,7 +3,10 @@
 // Format source: the GGUF specification, ggml docs/gguf.md. Layout: magic "GGUF", uint32 version, uint64
 // tensor_count, uint64 metadata_kv_count (uint32 counts in v1, which is refused), the key/value pairs, the tensor
 // infos (name, n_dims, ne[n_dims] as uint64, uint32 type, uint64 offset), padding to general.alignment (default
-// 32), then the tensor data section; a tensor's bytes start at data_section + offset.
+// 32; any nonzero multiple of 8, not necessarily a power of two), then the tensor data section; a tensor's bytes
+// start at data_section + offset. Little-endian only: a big-endian file is refused as such. The tensor count must
+// match the tensor infos present (a count too large runs into the padding, one too small leaves an info where the
+// padding should be: both are refused, naming the count).
 // Split models (gguf-split): shards NAME-00001-of-0000N.gguf each carry split.no (uint16, 0-based), split.count
 // (uint16) and split.tensors.count (int32, total over all shards); each shard holds its own tensor infos and data.
 //

@@ -140,10 +140,17 @@ uint64_t checked_mul(uint64_t a, uint64_t b, bool& overflow) {
   return r;
 }
 
-TensorInfo read_tensor_info(Cursor& c, size_t index) {
+// Reads tensor info `index` of the `count` the header declares.
+TensorInfo read_tensor_info(Cursor& c, uint64_t index, uint64_t count) {
   const uint64_t at = c.pos();
   TensorInfo ti;
-  ti.name = c.read_string(fmt::format("name of tensor {}", index));
+  ti.name = c.read_string(
+      fmt::format("name of tensor info {} of the {} that the tensor count at byte 8 declares", index + 1, count));
+  // Zero padding or tensor data read as an info gives an empty name first: say what a reader of the file can fix.
+  if (ti.name.empty())
+    fail("{}: tensor info {} of the {} that the tensor count at byte 8 declares (at byte {}) has an empty name; "
+         "the file holds fewer tensor infos than its header's tensor count, or is corrupt",
+         c.name(), index + 1, count, at);
   const std::string_view n = ti.name;
   const auto where = [&] { return fmt::format("{}: tensor '{}' (info at byte {})", c.name(), n, at); };
   ti.n_dims = c.read<uint32_t>("tensor n_dims");
@@ -173,6 +180,19 @@ TensorInfo read_tensor_info(Cursor& c, size_t index) {
   return ti;
 }
 
+// Whether the bytes at `at` parse as one more tensor info: what a header whose tensor count is smaller than the
+// tensor infos present leaves where the padding and the data section should begin. (Zero padding gives an empty
+// name; tensor data almost never a name length that fits the file followed by a valid shape and type.)
+bool tensor_info_follows(std::span<const uint8_t> bytes, uint64_t at, std::string_view name, std::string& found) {
+  Cursor probe(bytes.subspan(static_cast<size_t>(at)), name);
+  try {
+    found = read_tensor_info(probe, 0, 1).name;
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 ParsedHeader parse_header(std::span<const uint8_t> bytes, uint64_t file_size, std::string_view name) {
@@ -187,8 +207,14 @@ ParsedHeader parse_header(std::span<const uint8_t> bytes, uint64_t file_size, st
   h.version = c.read<uint32_t>("version");
   if (h.version != 2 && h.version != 3) {
     if (h.version == 1) fail("{}: GGUF version 1 at byte 4 is not supported (only versions 2 and 3)", name);
-    fail("{}: unsupported GGUF version {} at byte 4 (expected 2 or 3{})", name, h.version,
-         (h.version & 0xffff) == 0 ? "; big-endian files are not supported" : "");
+    // The magic is four bytes in file order, so a big-endian file (written on s390x, or converted with gguf-py's
+    // gguf_convert_endian.py) passes it; its version is the first field that reads byte-swapped.
+    const uint32_t swapped = __builtin_bswap32(h.version);
+    if (swapped >= 1 && swapped <= 3)
+      fail("{}: the version at byte 4 reads 0x{:08x}, which is version {} byte-swapped: a big-endian GGUF file; "
+           "moetier reads little-endian GGUF files only (convert it back with gguf-py's gguf_convert_endian.py)",
+           name, h.version, swapped);
+    fail("{}: unsupported GGUF version {} at byte 4 (expected 2 or 3)", name, h.version);
   }
   const uint64_t n_tensors = c.read<uint64_t>("tensor count");
   const uint64_t n_kv = c.read<uint64_t>("metadata key/value count");
@@ -212,7 +238,10 @@ ParsedHeader parse_header(std::span<const uint8_t> bytes, uint64_t file_size, st
     if (!a->is_integer()) fail("{}: general.alignment has type {}, expected uint32", name, value_type_name(a->type));
     const bool negative = std::holds_alternative<int64_t>(a->v) && std::get<int64_t>(a->v) < 0;
     const uint64_t al = negative ? 0 : a->as_uint();
-    if (al == 0 || (al & (al - 1)) != 0) fail("{}: general.alignment is {}, expected a nonzero power of two", name, al);
+    // The specification asks for a nonzero multiple of 8 (24 is valid: not necessarily a power of two, so every
+    // alignment below is computed with %, never with a mask); 0 would divide by zero below.
+    if (al == 0 || al % 8 != 0 || al > std::numeric_limits<uint32_t>::max())
+      fail("{}: general.alignment is {}, expected a nonzero multiple of 8 that fits uint32", name, a->to_display());
     h.alignment = al;
   } else {
     h.alignment = kDefaultAlignment;
@@ -227,7 +256,7 @@ ParsedHeader parse_header(std::span<const uint8_t> bytes, uint64_t file_size, st
   h.tensors.reserve(static_cast<size_t>(std::min(n_tensors, kMaxReserve)));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     const uint64_t at = c.pos();
-    TensorInfo ti = read_tensor_info(c, static_cast<size_t>(i));
+    TensorInfo ti = read_tensor_info(c, i, n_tensors);
     if (!names.insert(ti.name).second)
       fail("{}: duplicate tensor name '{}' (info at byte {})", name, ti.name, at);
     h.tensors.push_back(std::move(ti));
@@ -235,6 +264,11 @@ ParsedHeader parse_header(std::span<const uint8_t> bytes, uint64_t file_size, st
 
   // The data section starts at the next multiple of the alignment; align_up cannot overflow because pos < 2^63.
   const uint64_t pos = c.pos();
+  if (std::string next; tensor_info_follows(bytes, pos, name, next))
+    fail("{}: a tensor info for '{}' follows the {} tensor infos that the tensor count at byte 8 declares (at byte {}, "
+         "where the padding before the data section should be): the header's tensor count is smaller than the "
+         "tensors present",
+         name, next, n_tensors, pos);
   h.data_section_offset = pos + (h.alignment - pos % h.alignment) % h.alignment;
   for (TensorInfo& ti : h.tensors) {
     if (ti.data_offset % h.alignment != 0)

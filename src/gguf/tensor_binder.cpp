@@ -1,5 +1,7 @@
 #include "gguf/tensor_binder.h"
 
+#include <charconv>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -15,6 +17,16 @@ std::string shape_of(std::initializer_list<int64_t> ne) { return fmt::format("[{
 }  // namespace
 
 std::string block_tensor(int64_t layer, const char* suffix) { return fmt::format("blk.{}.{}", layer, suffix); }
+
+std::optional<int64_t> block_index(std::string_view name) {
+  if (!name.starts_with("blk.")) return std::nullopt;
+  int64_t v = 0;
+  const char* b = name.data() + 4;
+  const char* e = name.data() + name.size();
+  const auto [p, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || p == b || p == e || *p != '.' || v < 0) return std::nullopt;
+  return v;
+}
 
 const TensorInfo& TensorBinder::tensor(const std::string& name, std::initializer_list<int64_t> ne) const {
   const TensorInfo* t = file_.find(name);

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -42,5 +44,7 @@ class TensorBinder {
 
 // "blk.3.attn_q.weight" from (3, "attn_q.weight").
 std::string block_tensor(int64_t layer, const char* suffix);
+// The block index N of a "blk.N.<suffix>" name (decimal, fits int64); nullopt for any other name.
+std::optional<int64_t> block_index(std::string_view name);
 
 }  // namespace moetier::gguf

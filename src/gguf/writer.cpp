@@ -28,18 +28,17 @@ uint64_t TensorSpec::n_bytes() const {
 }
 
 GgufWriter::GgufWriter(const std::filesystem::path& path, uint64_t alignment) : path_(path), alignment_(alignment) {
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > std::numeric_limits<uint32_t>::max())
-    fail("{}: alignment {} is not a nonzero power of two that fits uint32", path.string(), alignment);
+  if (alignment == 0 || alignment % 8 != 0 || alignment > std::numeric_limits<uint32_t>::max())
+    fail("{}: alignment {} is not a nonzero multiple of 8 that fits uint32", path.string(), alignment);
   f_ = std::fopen(path.c_str(), "wb");
   if (f_ == nullptr) fail("{}: cannot create for writing: {}", path.string(), std::strerror(errno));
 }
 
 GgufWriter::~GgufWriter() {
   if (f_ != nullptr) std::fclose(f_);
-  if (!finished_) {
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
-  }
+  // Only a regular file is a partial model: a device written to (/dev/full, /dev/null) stays, even as root.
+  std::error_code ec;
+  if (!finished_ && std::filesystem::is_regular_file(path_, ec)) std::filesystem::remove(path_, ec);
 }
 
 void GgufWriter::set_metadata(const Metadata& md) {

@@ -24,9 +24,9 @@ struct TensorSpec {
 
 class GgufWriter {
  public:
-  // Opens `path` for writing (truncates). `alignment` (bytes, a nonzero power of two that fits uint32) becomes
-  // general.alignment when not 32, and overrides any general.alignment in the metadata. Throws moetier::Error
-  // naming the file when it cannot be created.
+  // Opens `path` for writing (truncates). `alignment` (bytes, a nonzero multiple of 8 that fits uint32, as the
+  // reader accepts, so a split of a 24-aligned file keeps 24) becomes general.alignment when not 32, and overrides
+  // any general.alignment in the metadata. Throws moetier::Error naming the file when it cannot be created.
   GgufWriter(const std::filesystem::path& path, uint64_t alignment = 32);
   // Without finish() the partial file is removed: a crash-free error path never leaves a truncated model behind.
   ~GgufWriter();

@@ -50,11 +50,12 @@ class GptOssModel final : public DecoderModel {
  public:
   GptOssModel(const gguf::GgufModel& file, const ArchMetadata& md, const CommonHparams& c, const ModelOptions& opts,
               std::unique_ptr<moe::ExpertSource> experts)
-      : DecoderModel(file, c, opts), gqa_(read_gqa_hparams(md, c, HeadDim::key_length, RopeDims::whole_head)) {
+      : DecoderModel(file, c, opts), gqa_(read_gqa_hparams(file, md, c, HeadDim::key_length, RopeDims::whole_head)) {
     const int64_t D = c.n_embd, B = info().n_batch;
     const Yarn yarn = read_yarn(md, c);
     const int64_t n_swa = md.count("attention.sliding_window");  // keys per query on even layers
-    const MoeHparams mh = read_moe_hparams(md, c, opts);
+    md.require(n_swa <= c.n_ctx_train, "attention.sliding_window", n_swa, "at most context_length");
+    const MoeHparams mh = read_moe_hparams(file, md, c, opts);
     md.require(mh.n_dense_lead == 0, "leading_dense_block_count", mh.n_dense_lead, "0 (every gpt-oss block is MoE)");
     layers_.resize(static_cast<size_t>(c.n_layer));
     for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -105,7 +106,7 @@ std::unique_ptr<Model> make_gptoss(const gguf::GgufModel& file, const ModelOptio
 ArchSummary summarize_gptoss(const gguf::GgufModel& file) {
   const ArchMetadata md(file.metadata(), kArch);
   const CommonHparams c = read_common_hparams(file, md);
-  return gqa_summary(c, read_gqa_hparams(md, c, HeadDim::key_length, RopeDims::whole_head));
+  return gqa_summary(c, read_gqa_hparams(file, md, c, HeadDim::key_length, RopeDims::whole_head));
 }
 
 }  // namespace moetier::model

@@ -25,11 +25,15 @@ class LlamaModel final : public DecoderModel {
  public:
   LlamaModel(const gguf::GgufModel& file, const ArchMetadata& md, const CommonHparams& c, const ModelOptions& opts,
              std::unique_ptr<moe::ExpertSource> experts)
-      : DecoderModel(file, c, opts), gqa_(read_gqa_hparams(md, c, HeadDim::from_width)) {
+      : DecoderModel(file, c, opts), gqa_(read_gqa_hparams(file, md, c, HeadDim::from_width)) {
     const int64_t D = c.n_embd, B = info().n_batch;
-    const int64_t n_ff = md.count("feed_forward_length");  // the dense FFN's width
+    // The dense FFN's width, and the experts' when the file has no expert_feed_forward_length (Mixtral).
+    const int64_t n_ff = md.count("feed_forward_length");
     const bool moe = md.count_or("expert_count", 0, 0) > 0;
-    const MoeHparams mh = moe ? read_moe_hparams(md, c, opts, n_ff) : MoeHparams{.n_dense_lead = c.n_layer};
+    const MoeHparams mh = moe ? read_moe_hparams(file, md, c, opts, n_ff) : MoeHparams{.n_dense_lead = c.n_layer};
+    // Sizes buffers only where a dense block uses it.
+    const int64_t n_ff_dense = mh.n_dense_lead > 0 ? n_ff : 0;
+    if (n_ff_dense > 0) check_dense_ffn_length(file, md, 0, D, n_ff_dense);
     layers_.resize(static_cast<size_t>(c.n_layer));
     for (int64_t il = 0; il < c.n_layer; ++il) {
       Layer& l = layers_[static_cast<size_t>(il)];
@@ -44,8 +48,8 @@ class LlamaModel final : public DecoderModel {
       const RouterConfig rc{RouterConfig::Gating::softmax_topk, true, mh.n_expert, mh.n_expert_used};
       moe_ = MoeLayers(file, bind_, c.n_layer, D, mh, rc, glu, {}, B, opts.routing_override, std::move(experts));
     }
-    if (mh.n_dense_lead > 0) ffn_ = DenseFfn(n_ff, B, glu);
-    setup(DecoderSizes{std::max({D, gqa_.q_width(), n_ff, mh.n_ff_exp}), gqa_.kv_width()});
+    if (n_ff_dense > 0) ffn_ = DenseFfn(n_ff_dense, B, glu);
+    setup(DecoderSizes{std::max({D, gqa_.q_width(), n_ff_dense, mh.n_ff_exp}), gqa_.kv_width()});
   }
 
  private:
@@ -84,7 +88,7 @@ std::unique_ptr<Model> make_llama(const gguf::GgufModel& file, const ModelOption
 ArchSummary summarize_llama(const gguf::GgufModel& file) {
   const ArchMetadata md(file.metadata(), kArch);
   const CommonHparams c = read_common_hparams(file, md);
-  return gqa_summary(c, read_gqa_hparams(md, c, HeadDim::from_width));
+  return gqa_summary(c, read_gqa_hparams(file, md, c, HeadDim::from_width));
 }
 
 }  // namespace moetier::model

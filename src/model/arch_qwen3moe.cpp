@@ -23,10 +23,11 @@ class Qwen3MoeModel final : public DecoderModel {
  public:
   Qwen3MoeModel(const gguf::GgufModel& file, const ArchMetadata& md, const CommonHparams& c,
                 const ModelOptions& opts, std::unique_ptr<moe::ExpertSource> experts)
-      : DecoderModel(file, c, opts), gqa_(read_gqa_hparams(md, c, HeadDim::key_length_or_width)) {
+      : DecoderModel(file, c, opts), gqa_(read_gqa_hparams(file, md, c, HeadDim::key_length_or_width)) {
     const int64_t D = c.n_embd, B = info().n_batch;
-    const MoeHparams mh = read_moe_hparams(md, c, opts);
+    const MoeHparams mh = read_moe_hparams(file, md, c, opts);
     const int64_t n_ff = mh.n_dense_lead > 0 ? md.count("feed_forward_length") : 0;
+    if (n_ff > 0) check_dense_ffn_length(file, md, 0, D, n_ff);
     layers_.resize(static_cast<size_t>(c.n_layer));
     for (int64_t il = 0; il < c.n_layer; ++il) {
       Layer& l = layers_[static_cast<size_t>(il)];
@@ -80,7 +81,7 @@ std::unique_ptr<Model> make_qwen3moe(const gguf::GgufModel& file, const ModelOpt
 ArchSummary summarize_qwen3moe(const gguf::GgufModel& file) {
   const ArchMetadata md(file.metadata(), kArch);
   const CommonHparams c = read_common_hparams(file, md);
-  return gqa_summary(c, read_gqa_hparams(md, c, HeadDim::key_length_or_width));
+  return gqa_summary(c, read_gqa_hparams(file, md, c, HeadDim::key_length_or_width));
 }
 
 }  // namespace moetier::model

@@ -6,11 +6,8 @@
 #include <cstdio>
 #include <memory>
 
-#include <nlohmann/json.hpp>
-
 #include "sample/greedy.h"
 #include "util/error.h"
-#include "util/json_file.h"
 
 namespace moetier::model {
 
@@ -147,40 +144,6 @@ RoutingComparison compare_routing(std::span<const int32_t> ours, std::span<const
     if (a == b) ++c.same;
   }
   return c;
-}
-
-EvalTokens read_eval_tokens(const std::filesystem::path& json_path, int64_t decode_from) {
-  const nlohmann::json j = util::read_json_lenient(json_path);
-  auto ids = [&](const nlohmann::json& arr, const char* what) {
-    if (!arr.is_array()) fail("token file {}: '{}' is not a list of token ids", json_path.string(), what);
-    std::vector<int32_t> v;
-    for (const auto& x : arr) {
-      if (!x.is_number_integer()) fail("token file {}: '{}' holds a non-integer", json_path.string(), what);
-      v.push_back(x.get<int32_t>());
-    }
-    return v;
-  };
-  EvalTokens t;
-  if (j.is_object()) {
-    if (!j.contains("prompt_tokens")) fail("token file {} has no 'prompt_tokens'", json_path.string());
-    t.tokens = ids(j["prompt_tokens"], "prompt_tokens");
-    t.n_prefill = static_cast<int64_t>(t.tokens.size());
-    if (j.contains("greedy_tokens")) {
-      std::vector<int32_t> g = ids(j["greedy_tokens"], "greedy_tokens");
-      if (!g.empty()) t.tokens.insert(t.tokens.end(), g.begin(), g.end() - 1);
-    }
-  } else {
-    t.tokens = ids(j, "(top level)");
-    t.n_prefill = std::max<int64_t>(static_cast<int64_t>(t.tokens.size()) - 1, 1);
-  }
-  if (t.tokens.empty()) fail("token file {} holds no tokens", json_path.string());
-  if (decode_from >= 0) {
-    if (decode_from > static_cast<int64_t>(t.tokens.size())) {
-      fail("--decode-from {} is beyond the {} tokens of {}", decode_from, t.tokens.size(), json_path.string());
-    }
-    t.n_prefill = decode_from;
-  }
-  return t;
 }
 
 }  // namespace moetier::model

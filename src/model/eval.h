@@ -1,4 +1,5 @@
-// Teacher-forced evaluation and the comparisons made with its output, shared by the tests and `moetier eval`.
+// Teacher-forced evaluation and the comparisons made with its output, shared by the tests and `moetier eval`
+// (whose token input model/token_input.h reads).
 //
 // A sequence of tokens is run as the reference does: tokens[0, n_prefill) as one batch (in chunks of the model's
 // n_batch), then every later token alone, so both the batched and the one-token paths are exercised. Row i of
@@ -6,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,14 +52,5 @@ struct RoutingComparison {
   int64_t total = 0;
 };
 RoutingComparison compare_routing(std::span<const int32_t> ours, std::span<const int32_t> ref, int64_t k);
-
-// Input of an evaluation as a file gives it: either an oracle case ({"prompt_tokens": [...], "greedy_tokens":
-// [...]}: tokens = prompt + greedy[:-1], prefill = the prompt) or a plain JSON list of ids (prefill = all
-// tokens but the last unless `decode_from` >= 0 says where one-token decoding starts).
-struct EvalTokens {
-  std::vector<int32_t> tokens;
-  int64_t n_prefill = 0;
-};
-EvalTokens read_eval_tokens(const std::filesystem::path& json_path, int64_t decode_from = -1);
 
 }  // namespace moetier::model

@@ -1,6 +1,7 @@
 #include "model/generator.h"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 
 #include "util/error.h"
@@ -17,8 +18,8 @@ Generator::Generator(Model& model, sample::Sampler& sampler, StepHooks* hooks)
   history_.reserve(static_cast<size_t>(model.info().n_ctx));
 }
 
-void Generator::prefill(std::span<const int32_t> tokens) {
-  if (tokens.empty()) return;
+bool Generator::prefill(std::span<const int32_t> tokens) {
+  if (tokens.empty()) return true;
   const auto n = static_cast<int64_t>(tokens.size());
   if (n_past() + n > n_ctx())
     fail("the prompt is {} tokens but the context has {} of {} free: shorten it or raise -c", n, n_ctx() - n_past(),
@@ -26,19 +27,30 @@ void Generator::prefill(std::span<const int32_t> tokens) {
   if (hooks_) hooks_->begin(true);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n_batch = model_.info().n_batch;
+  int64_t done = 0;
   for (int64_t i = 0; i < n; i += n_batch) {
+    // One relaxed load per chunk of up to n_batch tokens: the cost of noticing Ctrl-C in a long prompt.
+    if (i > 0 && stop_ != nullptr && stop_->load(std::memory_order_relaxed) != 0) break;
     const int64_t len = std::min(n_batch, n - i);
     const auto chunk = tokens.subspan(static_cast<size_t>(i), static_cast<size_t>(len));
     const auto routing = routing_for(len);
     model_.forward(chunk, n_past(), logits_, LogitsMode::last, routing);
     if (hooks_ && !routing.empty()) hooks_->routed(n_past(), len, routing);
     history_.insert(history_.end(), chunk.begin(), chunk.end());
+    done += len;
   }
   have_logits_ = true;
   const double s = seconds_since(t0);
-  prefill_tokens += n;
+  prefill_tokens += done;
   prefill_seconds += s;
-  if (hooks_) hooks_->end(true, n, s);
+  if (hooks_) hooks_->end(true, done, s);
+  return done == n;
+}
+
+void Generator::rewind(int64_t n) {
+  assert(n >= 0 && n <= n_past());
+  history_.resize(static_cast<size_t>(n));
+  have_logits_ = false;
 }
 
 void Generator::record_routing() {

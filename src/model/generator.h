@@ -2,6 +2,7 @@
 // one-token decode, with the timings `run` and `chat` report. Shared by both commands and the tests.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -33,8 +34,16 @@ class Generator {
   Generator(Model& model, sample::Sampler& sampler, StepHooks* hooks = nullptr);
 
   // Runs `tokens` after the current context, in chunks of the model's n_batch (the prefill). Throws
-  // moetier::Error when they do not fit in the context, saying how many tokens are free.
-  void prefill(std::span<const int32_t> tokens);
+  // moetier::Error when they do not fit in the context, saying how many tokens are free. Returns false when the
+  // stop flag (set_stop_flag) was raised between two chunks: the chunks run so far are in the context and counted
+  // as the step, the rest not.
+  bool prefill(std::span<const int32_t> tokens);
+  // A non-zero value of `*flag` makes prefill() stop at the next chunk boundary (Ctrl-C in `run` and `chat`);
+  // the flag must outlive the generator. Null (the default): never stop.
+  void set_stop_flag(const std::atomic<int>* flag) { stop_ = flag; }
+  // Drops the tokens after the first `n_past` from the context (chat drops a turn whose prefill was stopped). The
+  // KV cache rows past it are simply overwritten later. There are no logits to sample from until the next run.
+  void rewind(int64_t n_past);
   // Samples the next token from the logits of the last token run. Does not run it.
   int32_t sample();
   // Makes every later forward pass fill a routing buffer [n_batch, n_moe_layers, n_expert_used] (allocated here,
@@ -58,6 +67,7 @@ class Generator {
   Model& model_;
   sample::Sampler& sampler_;
   StepHooks* hooks_;              // may be null
+  const std::atomic<int>* stop_ = nullptr;  // may be null
   std::vector<float> logits_;     // [n_vocab]: the last token's logits
   std::vector<int32_t> history_;  // [n_past]: every token in the KV cache
   bool have_logits_ = false;

@@ -37,9 +37,10 @@ struct GqaHparams {
   int64_t kv_width() const { return n_head_kv * head_dim; }  // rows of attn_k and attn_v; a KV cache row
 };
 
-// Throws moetier::Error naming the key for a missing or inconsistent value.
-GqaHparams read_gqa_hparams(const ArchMetadata& md, const CommonHparams& c, HeadDim head_dim,
-                            RopeDims rope_dims = RopeDims::from_metadata);
+// Throws moetier::Error naming the key for a missing or inconsistent value, or one that blk.0's attn_q / attn_k
+// contradict (their rows are head_count x head size and head_count_kv x head size), before anything is sized.
+GqaHparams read_gqa_hparams(const gguf::GgufModel& file, const ArchMetadata& md, const CommonHparams& c,
+                            HeadDim head_dim, RopeDims rope_dims = RopeDims::from_metadata);
 
 // The attention's configuration for these hyperparameters, RoPE pairing `style` (YaRN and other scaling left at
 // none; an architecture with scaling sets it after).

@@ -7,8 +7,10 @@
 //
 // The architecture is chosen by general.architecture through the registry (model/registry.h); supported:
 // llama (dense, and Mixtral-style MoE when blk.*.ffn_gate_inp exists), qwen3moe, gpt-oss. Hyperparameters are
-// validated at load (a missing or out-of-range key throws moetier::Error naming it) and every tensor is bound
-// with a shape check. All activation buffers and the KV cache are allocated by load_model; forward() allocates
+// validated at load (a missing or out-of-range key throws moetier::Error naming it), and checked against the
+// tensors present before anything is sized by them (block_count against the blk.N names, widths, head counts,
+// head sizes, expert counts and FFN widths against the first block's shapes, the error naming the key, its value
+// and the tensor); every tensor is then bound with a shape check. All activation buffers and the KV cache are allocated by load_model; forward() allocates
 // nothing. A Model is not thread-safe: one forward at a time.
 #pragma once
 

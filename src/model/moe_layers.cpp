@@ -1,14 +1,35 @@
 #include "model/moe_layers.h"
 
 #include <cassert>
+#include <initializer_list>
+#include <string>
+#include <string_view>
 
 #include "moe/resident_experts.h"
 #include "util/error.h"
 
 namespace moetier::model {
 
-MoeHparams read_moe_hparams(const ArchMetadata& md, const CommonHparams& c, const ModelOptions& opts,
-                            int64_t n_ff_fallback) {
+namespace {
+
+// Fails naming `key` (= `value`) unless tensor `name` exists with shape `want` (GGUF order).
+void check_shape(const gguf::GgufModel& file, const ArchMetadata& md, const std::string& key, int64_t value,
+                 const std::string& name, std::initializer_list<int64_t> want, std::string_view want_text) {
+  const gguf::TensorInfo* t = file.find(name);
+  if (t == nullptr) fail("tensor '{}' is missing from {}", name, file.path().string());
+  bool ok = t->n_dims == want.size();
+  size_t d = 0;
+  for (const int64_t x : want) ok = ok && t->ne[d++] == x;
+  if (!ok) {
+    fail("metadata key '{}' is {}, but tensor '{}' has shape {}, expected {}", md.key(key), value, name,
+         t->shape_string(), want_text);
+  }
+}
+
+}  // namespace
+
+MoeHparams read_moe_hparams(const gguf::GgufModel& file, const ArchMetadata& md, const CommonHparams& c,
+                            const ModelOptions& opts, int64_t n_ff_fallback) {
   MoeHparams hp;
   hp.n_expert = md.count("expert_count");
   const int64_t k = md.count("expert_used_count");
@@ -21,12 +42,28 @@ MoeHparams read_moe_hparams(const ArchMetadata& md, const CommonHparams& c, cons
     }
     hp.n_expert_used = opts.n_expert_used;
   }
-  hp.n_ff_exp = n_ff_fallback > 0 ? md.count_or("expert_feed_forward_length", n_ff_fallback)
-                                  : md.count("expert_feed_forward_length");
+  const bool ff_fallback = n_ff_fallback > 0 && !md.has("expert_feed_forward_length");
+  hp.n_ff_exp = ff_fallback ? n_ff_fallback : md.count("expert_feed_forward_length");
   hp.n_dense_lead = md.count_or("leading_dense_block_count", 0, 0);
   md.require(hp.n_dense_lead < c.n_layer, "leading_dense_block_count", hp.n_dense_lead,
              "less than block_count (at least one MoE layer)");
+  // Against the first MoE block's router [n_embd, n_expert] and stacked up projection [n_embd, n_ff, n_expert]
+  // before the routers, the expert source and the MoE block's buffers are sized by them; the other MoE blocks are
+  // bound with the same shapes.
+  const int64_t il = hp.n_dense_lead, D = c.n_embd, E = hp.n_expert, F = hp.n_ff_exp;
+  check_shape(file, md, "expert_count", E, gguf::block_tensor(il, "ffn_gate_inp.weight"), {D, E},
+              fmt::format("[{}, {}] (n_embd, expert_count)", D, E));
+  check_shape(file, md, ff_fallback ? "feed_forward_length" : "expert_feed_forward_length", F,
+              gguf::block_tensor(il, "ffn_up_exps.weight"), {D, F, E},
+              fmt::format("[{}, {}, {}] (n_embd, {}, expert_count)", D, F, E,
+                          ff_fallback ? "feed_forward_length" : "expert_feed_forward_length"));
   return hp;
+}
+
+void check_dense_ffn_length(const gguf::GgufModel& file, const ArchMetadata& md, int64_t il, int64_t n_embd,
+                            int64_t n_ff) {
+  check_shape(file, md, "feed_forward_length", n_ff, gguf::block_tensor(il, "ffn_up.weight"), {n_embd, n_ff},
+              fmt::format("[{}, {}] (n_embd, feed_forward_length)", n_embd, n_ff));
 }
 
 MoeLayers::MoeLayers(const gguf::GgufModel& file, const gguf::TensorBinder& bind, int64_t n_layer, int64_t n_embd,

@@ -32,10 +32,16 @@ struct MoeHparams {
 };
 
 // Reads the above; n_ff_fallback >= 1 is expert_feed_forward_length's default (Mixtral files have only
-// feed_forward_length), 0 makes the key required. Throws naming the key for a bad value or an --n-expert-used
-// override outside 1..n_expert.
-MoeHparams read_moe_hparams(const ArchMetadata& md, const CommonHparams& c, const ModelOptions& opts,
-                            int64_t n_ff_fallback = 0);
+// feed_forward_length), 0 makes the key required. Throws naming the key for a bad value, one that the first MoE
+// block's ffn_gate_inp [n_embd, n_expert] or ffn_up_exps [n_embd, n_ff_exp, n_expert] contradicts (checked before
+// anything is sized by it), or an --n-expert-used override outside 1..n_expert.
+MoeHparams read_moe_hparams(const gguf::GgufModel& file, const ArchMetadata& md, const CommonHparams& c,
+                            const ModelOptions& opts, int64_t n_ff_fallback = 0);
+
+// Throws naming <arch>.feed_forward_length unless block il's dense ffn_up is [n_embd, n_ff]: before the dense
+// FFN's buffers are sized by it.
+void check_dense_ffn_length(const gguf::GgufModel& file, const ArchMetadata& md, int64_t il, int64_t n_embd,
+                            int64_t n_ff);
 
 // Which tensors a MoE layer's router and experts carry.
 struct MoeTensors {

@@ -1,29 +1,15 @@
 #include "moe/expert_layout.h"
 
-#include <charconv>
 #include <map>
 #include <optional>
 
+#include "gguf/tensor_binder.h"
 #include "util/error.h"
 
 namespace moetier::moe {
-namespace {
-
-// Layer index of a "blk.N.*" name, if it is one.
-std::optional<int64_t> layer_of(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return std::nullopt;
-  int64_t v = 0;
-  const char* b = name.data() + 4;
-  const char* e = name.data() + name.size();
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (ec != std::errc() || p == e || *p != '.') return std::nullopt;
-  return v;
-}
-
-}  // namespace
 
 bool ExpertLayout::is_routed_expert_tensor(const std::string& name) {
-  if (!layer_of(name)) return false;
+  if (!gguf::block_index(name)) return false;
   const auto pos = name.find("_exps.");
   return pos != std::string::npos && name.find(".ffn_") != std::string::npos;
 }
@@ -43,7 +29,7 @@ ExpertLayout ExpertLayout::from_model(const gguf::GgufModel& model) {
   std::map<int64_t, LayerExperts> by_layer;
   std::map<int64_t, uint64_t> dense_by_layer;
   for (const auto& t : model.tensors()) {
-    const auto layer = layer_of(t.name);
+    const auto layer = gguf::block_index(t.name);
     if (layer && is_routed_expert_tensor(t.name)) {
       auto& le = by_layer[*layer];
       le.layer = *layer;

@@ -99,7 +99,9 @@ SliceRead ExpertStore::slice_read(int64_t layer, int32_t expert, int s) const {
   SliceRead r;
   r.shard = t->shard;
   r.file_offset = io::round_down(off, io::kPage);
-  r.length = io::round_up(off + per, io::kPage) - r.file_offset;
+  // Clipped at the end of the file: the last expert of a file that ends mid-page has no whole last page.
+  const uint64_t file_size = model_.shards()[t->shard].file_size;
+  r.length = std::min(io::round_up(off + per, io::kPage), file_size) - r.file_offset;
   r.region = l.region[static_cast<size_t>(s)];
   r.skip = off - r.file_offset;
   r.need = r.skip + per;

@@ -3,7 +3,9 @@
 // An expert is a set of slices, one per stacked tensor of its layer (gate, up, down and, for gpt-oss, their
 // biases; see expert_layout.h), each at an arbitrary file offset. Direct I/O needs page-aligned windows, so each
 // slice gets a region of round_up(bytes + 4095, 4096) bytes in the slot and the page-aligned window of the file
-// containing the slice is read there in place; the view points at the slice's first byte inside the window.
+// containing the slice is read there in place; the view points at the slice's first byte inside the window. The
+// window of a slice that ends in the file's last, partial page stops at the end of the file (the reads never ask
+// for bytes past it; io::ModelFiles reads that tail buffered).
 // That reads unaligned slices without a bounce buffer or a copy, at the cost of at most two extra pages per
 // slice. Regions are laid out identically for every expert of a layer (their sizes depend only on the
 // per-expert slice bytes), so a slot holds any expert of any layer once it is slot_bytes() large.
@@ -26,7 +28,7 @@ namespace moetier::moe {
 struct SliceRead {
   uint32_t shard = 0;
   uint64_t file_offset = 0;  // page-aligned window start, bytes
-  uint64_t length = 0;       // window length, a multiple of kPage; may run past the end of the file
+  uint64_t length = 0;       // window length: a multiple of kPage, or less where it is clipped at the file's end
   uint64_t region = 0;       // offset of the window in the slot, bytes
   uint64_t skip = 0;         // offset of the slice's first byte inside the window
   uint64_t need = 0;         // bytes of the window that must be read: skip + the slice's bytes

@@ -72,6 +72,7 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
   free_slots_.reserve(static_cast<size_t>(n_cache));
   for (int64_t s = n_cache; s-- > 0;) free_slots_.push_back(static_cast<int32_t>(s));
   read_before_.assign(n_keys, 0);
+  last_hit_.assign(n_keys, 0);
   jobs_.resize(E);
   hits_.resize(E);
   retained_.resize(E);
@@ -183,6 +184,7 @@ void StreamingExperts::plan_fetch(int64_t layer, std::span<const int32_t> expert
     reap_swaps();
     if (!error_.empty()) fail("{}", error_);
     policy_->access(static_cast<int32_t>(layer), experts, phase_, access_);
+    for (size_t i = 0; i < experts.size(); ++i) last_hit_[key(layer, experts[i])] = access_.hit[i];
     for (const ExpertKey& k : access_.evicted) {
       int32_t& s = slot_of_[key(k.layer, k.expert)];
       assert(s >= 0 && "the policy evicted an entry that has no slot");

@@ -93,6 +93,10 @@ class StreamingExperts final : public ExpertSource {
   // Misses per MoE layer (by MoE ordinal) since construction [n_moe_layers] (every requested expert when there
   // is no cache).
   std::span<const uint64_t> misses_by_moe_layer() const { return moe_layer_misses_; }
+  // Whether the latest fetch that asked for (layer, expert) found it in the cache: the policy's verdict, as
+  // counted in totals().hits (a lookup of a swap still in flight is a miss). False before the key's first lookup
+  // and always without a cache. What the route trace records as a row's residency.
+  bool hit_at_last_fetch(int64_t layer, int32_t expert) const { return last_hit_[key(layer, expert)] != 0; }
   // Background swap-ins queued or in flight now.
   size_t swaps_pending() const { return swaps_.n_queued() + n_swap_jobs_; }
 
@@ -160,6 +164,7 @@ class StreamingExperts final : public ExpertSource {
   std::vector<int32_t> slot_of_;      // [n_moe_layers * n_expert] cache slot of a resident entry, or -1
   std::vector<int32_t> free_slots_;   // stack of free cache slots
   std::vector<uint8_t> read_before_;  // [n_moe_layers * n_expert] 1 once an expert has been read
+  std::vector<uint8_t> last_hit_;     // [n_moe_layers * n_expert] 1 when the key's latest lookup hit
   std::vector<Job> jobs_;             // [n_expert] reads of the current fetch
   // The plan of the current fetch (plan_fetch fills it, deliver_fetch carries it out).
   std::vector<int32_t> hits_;         // [n_expert] experts found in the cache, request order

@@ -4,11 +4,31 @@
 #include <cmath>
 
 #include "sample/greedy.h"
+#include "util/error.h"
 
 namespace moetier::sample {
 
+namespace {
+
+// NaN fails every comparison, so each check is written to fail for it too.
+void check_params(const SamplerParams& p, int64_t n_vocab) {
+  if (n_vocab < 1) fail("sampler: n_vocab {} must be at least 1", n_vocab);
+  if (!(p.temperature >= 0.0f && std::isfinite(p.temperature)))
+    fail("sampler: temperature {} must be a finite number >= 0", p.temperature);
+  if (p.top_k < 0) fail("sampler: top_k {} must be >= 0", p.top_k);
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) fail("sampler: top_p {} must be in (0, 1]", p.top_p);
+  if (!(p.min_p >= 0.0f && p.min_p < 1.0f)) fail("sampler: min_p {} must be in [0, 1)", p.min_p);
+  if (!(p.repeat_penalty > 0.0f && std::isfinite(p.repeat_penalty)))
+    fail("sampler: repeat_penalty {} must be a finite number > 0", p.repeat_penalty);
+  if (p.repeat_last_n < 0) fail("sampler: repeat_last_n {} must be >= 0", p.repeat_last_n);
+}
+
+}  // namespace
+
 Sampler::Sampler(const SamplerParams& p, int64_t n_vocab)
-    : p_(p), cand_(static_cast<size_t>(n_vocab)), prob_(static_cast<size_t>(n_vocab)), rng_(p.seed) {}
+    : p_(p), cand_(static_cast<size_t>(n_vocab > 0 ? n_vocab : 0)), prob_(cand_.size()), rng_(p.seed) {
+  check_params(p, n_vocab);
+}
 
 double Sampler::uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 

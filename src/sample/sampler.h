@@ -14,18 +14,20 @@
 namespace moetier::sample {
 
 struct SamplerParams {
-  float temperature = 0.8f;     // <= 0: greedy (argmax); the other settings are then ignored
-  int32_t top_k = 40;           // keep the k most likely tokens; <= 0 keeps all
-  float top_p = 0.95f;          // keep the smallest set whose probability reaches p; >= 1 keeps all
-  float min_p = 0.05f;          // drop tokens whose probability is below min_p x the top token's; <= 0 keeps all
-  float repeat_penalty = 1.0f;  // 1 = off
-  int32_t repeat_last_n = 64;   // how many previous tokens the penalty looks at
+  float temperature = 0.8f;     // >= 0; 0: greedy (argmax), the other settings are then ignored
+  int32_t top_k = 40;           // keep the k most likely tokens, >= 0; 0 keeps all
+  float top_p = 0.95f;          // keep the smallest set whose probability reaches p, in (0, 1]; 1 keeps all
+  float min_p = 0.05f;          // drop tokens below min_p x the top token's probability, in [0, 1); 0 keeps all
+  float repeat_penalty = 1.0f;  // > 0; 1 = off
+  int32_t repeat_last_n = 64;   // how many previous tokens the penalty looks at, >= 0
   uint64_t seed = 0;            // the same seed and inputs give the same tokens
 };
 
 class Sampler {
  public:
-  // Allocates its candidate buffers for n_vocab tokens once; sample() allocates nothing.
+  // Allocates its candidate buffers for n_vocab tokens once; sample() allocates nothing. Throws moetier::Error
+  // naming the setting for a value outside the ranges above (NaN or infinite included): the CLI checks its flags
+  // as it parses them, this guards every other caller.
   Sampler(const SamplerParams& p, int64_t n_vocab);
 
   // Next token from logits [n_vocab]; `history` holds the tokens so far (prompt and generated), of which the

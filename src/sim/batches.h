@@ -5,6 +5,12 @@
 //   - each decode token is one step: one batch per layer, layers in order.
 // Inside a batch each distinct expert is one lookup; its experts are listed in order of LAST use, because a
 // repeat refreshes recency (see CachePolicy::access).
+// A trace moetier recorded (its header has a `# cache` line, trace::TraceCache) is grouped the way moetier's
+// expert store sees it instead:
+//   - a prefill longer than the cache line's n_batch tokens is several forward passes (model/generator.cpp): the
+//     step holds one batch per (chunk of n_batch tokens from the turn's first prompt position, layer), chunks in
+//     order, layers in order within a chunk;
+//   - a batch's experts are listed in ascending id order, the order model/moe_ffn.cpp asks the store for them.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +51,8 @@ struct BatchedTrace {
   int64_t decode_tokens = 0;
 };
 
-// Groups rows by (turn, phase, layer) for prefill and (turn, step, layer) for decode. Rows may come in any order
-// (they are sorted when they are not already in that order).
+// Groups rows by (turn, phase, layer) for prefill (by (turn, chunk, layer) for a moetier trace) and (turn, step,
+// layer) for decode. Rows may come in any order (they are sorted when they are not already in that order).
 BatchedTrace make_batches(const trace::RouteTrace& trace);
 
 }  // namespace moetier::sim

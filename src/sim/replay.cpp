@@ -1,6 +1,8 @@
 #include "sim/replay.h"
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "sim/belady.h"
@@ -48,6 +50,10 @@ std::vector<int64_t> next_uses(const BatchedTrace& t, const std::vector<uint32_t
 }  // namespace
 
 ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
+  if ((o.cache_bytes > 0) == (o.cache_entries > 0)) {
+    fail("replay: give exactly one of a cache size in bytes ({}) and in experts ({})", o.cache_bytes,
+         o.cache_entries);
+  }
   moe::CacheConfig cfg;
   cfg.n_moe_layers = t.header.n_moe_layers;
   cfg.n_expert = t.header.n_expert;
@@ -58,6 +64,19 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
   cfg.strict = o.strict;
   cfg.cliff_guard = o.cliff_guard;
   cfg.params = o.params;
+  if (const std::optional<trace::TraceCache>& rec = t.header.cache) {
+    // A moetier trace: its store's cache is fixed slots, each holding any expert, so a byte budget buys
+    // floor(bytes / slot_bytes) of them, at most one per (layer, expert), exactly as StreamingExperts sizes its
+    // arena (the working slots it adds for experts not retained hold nothing between batches); the capacity is
+    // strict and the cliff guard is as the run had it.
+    if (o.cache_bytes > 0) {
+      const uint64_t n_keys = static_cast<uint64_t>(cfg.n_moe_layers) * static_cast<uint64_t>(cfg.n_expert);
+      cfg.capacity_entries = static_cast<int64_t>(std::min(o.cache_bytes / rec->slot_bytes, n_keys));
+      cfg.capacity_bytes = 0;
+    }
+    cfg.strict = true;
+    cfg.cliff_guard = o.cliff_guard || rec->cliff_guard;
+  }
 
   // The batches replayed, in order, and for Bélády their future.
   std::vector<uint32_t> replayed;
@@ -68,6 +87,9 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
   std::unique_ptr<moe::CachePolicy> policy;
   BeladyPolicy* belady = nullptr;
   std::vector<int64_t> next;
+  // A budget below one slot: the store has no cache and every lookup misses (the policy name is still checked).
+  const bool no_cache = cfg.capacity_bytes == 0 && cfg.capacity_entries == 0;
+  if (no_cache) cfg.capacity_entries = 1;
   if (o.policy == "belady") {
     auto p = std::make_unique<BeladyPolicy>(cfg);
     belady = p.get();
@@ -80,10 +102,11 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
   ReplayResult r;
   r.policy = std::string(policy->name());
   r.cache_bytes = o.cache_bytes;
-  r.cache_entries = o.cache_entries;
+  r.cache_entries = no_cache ? 0 : cfg.capacity_entries;
   r.n_moe_layers = t.header.n_moe_layers;
   r.decode_misses_by_layer.assign(static_cast<size_t>(t.header.n_moe_layers), 0);
-  r.cliff_guard_engaged = policy->cliff_guard_engaged();
+  r.cliff_guard_engaged = !no_cache && policy->cliff_guard_engaged();
+  if (no_cache) policy.reset();
   for (const trace::TraceLayer& l : t.header.layers) r.working_set_bytes += t.header.n_expert_used * l.expert_bytes;
 
   moe::AccessResult res;
@@ -98,7 +121,14 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
       const Batch& b = t.batches[bi];
       const std::span<const int32_t> experts(t.experts.data() + b.expert_begin, b.expert_end - b.expert_begin);
       if (belady) belady->set_next_uses(std::span<const int64_t>(next.data() + b.expert_begin, experts.size()));
-      policy->access(b.layer, experts, s.phase, res);
+      if (policy) {
+        policy->access(b.layer, experts, s.phase, res);
+      } else {
+        res.clear();
+        res.hit.assign(experts.size(), 0);
+        res.misses = static_cast<int32_t>(experts.size());
+        res.miss_bytes = experts.size() * t.header.layers[b.layer].expert_bytes;
+      }
       pc.lookups += static_cast<int64_t>(experts.size());
       pc.hits += res.hits;
       pc.miss_bytes += res.miss_bytes;
@@ -111,7 +141,8 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
       }
       r.rows_compared += b.row_end - b.row_begin;
     }
-    policy->end_step(s.phase, plan);
+    plan.clear();
+    if (policy) policy->end_step(s.phase, plan);
     if (decode) ++r.rounds;
     if (!plan.load.empty() || !plan.evict.empty()) ++r.swap_passes;
     // Background reads land before the next step: resident from then on.

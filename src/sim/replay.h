@@ -1,5 +1,11 @@
 // Trace replay: drives a CachePolicy with a batched route trace and counts what the engine would see.
 // Batch semantics are the recording engine's (sim/batches.h); the policy object is the one the engine uses.
+// A trace moetier recorded (a `# cache` line, trace::TraceCache) is replayed as moetier's expert store runs:
+// capacity in slots (a byte budget is floor(bytes / slot_bytes) slots, at most one per (layer, expert)), strict
+// capacity, the cliff guard as recorded, experts in ascending id order, prefill in chunks of n_batch tokens. Then
+// a deterministic policy (all but adaptive) at the recorded capacity reproduces the residency column on every
+// row. Adaptive's background reads land when the drive delivers them, so the engine may still miss an expert
+// whose swap had not landed when its layer came; replay lands every swap before the next step.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +22,9 @@ struct ReplayOptions {
   uint64_t cache_bytes = 0;    // byte budget (--cache-mb × 2^20) ...
   int64_t cache_entries = 0;   // ... or a slot count (--cache-experts); exactly one > 0
   bool decode_only = false;    // skip prefill batches: the cache starts cold at the first decode step
-  bool strict = false;         // strict capacity (engine slots) instead of the recording engine's budget rule
-  bool cliff_guard = false;    // off: the recording engine had none; the engine turns it on
+  bool strict = false;         // strict capacity (engine slots) instead of the recording engine's budget rule;
+                               // always on for a moetier trace
+  bool cliff_guard = false;    // off: the phone engine had none; on for a moetier trace that recorded it on
   moe::PolicyParams params;    // adaptive / lfu-decay / static parameters (static_hot filled by the caller)
 };
 
@@ -55,7 +62,8 @@ struct ReplayResult {
   double residency_match_pct() const;
 };
 
-// Throws moetier::Error for an unknown policy or a bad capacity.
+// Throws moetier::Error for an unknown policy or a bad capacity. A moetier trace replayed with a byte budget below
+// one slot has no cache: every lookup misses, as in the engine.
 ReplayResult replay(const BatchedTrace& trace, const ReplayOptions& options);
 
 }  // namespace moetier::sim

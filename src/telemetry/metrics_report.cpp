@@ -215,6 +215,12 @@ std::string summary_table(const std::vector<const MetricsFile*>& runs) {
     return fmt::format("{:.0f}, {:.1f}", num(m, "swaps"), num(m, "swap_bytes") / kMiB);
   });
   row("peak RSS MiB", [](const MetricsFile& m) { return fmt::format("{:.1f}", num(m, "peak_rss_mib")); });
+  row("ended", [](const MetricsFile& m) {
+    if (m.summary_derived) return std::string("cut short (no summary line: totals from the rows)");
+    const auto v = m.summary_value("interrupted");
+    if (v.empty() || v == "no") return std::string("as asked");
+    return fmt::format("interrupted by {}", esc(v));
+  });
   o += "</table>\n";
   return o;
 }
@@ -246,12 +252,20 @@ MetricsFile parse_metrics(std::string_view text, std::string_view name) {
   size_t b = 0;
   while (b < text.size()) {
     size_t e = text.find('\n', b);
-    if (e == std::string_view::npos) e = text.size();
+    const bool cut = e == std::string_view::npos;  // the last line, without its end of line
+    if (cut) e = text.size();
     std::string_view line = text.substr(b, e - b);
     b = e + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) continue;
+    if (cut) {
+      // The writer ends every line with '\n': a last line without one was cut off mid-write (the run was killed
+      // or its disk filled), and even a row that parses may hold a shortened number.
+      m.warnings.push_back(fmt::format("{}:{}: the last line was cut off (no end of line): skipped: '{}'", name,
+                                       line_no, line.substr(0, 80)));
+      break;
+    }
     if (line[0] == '#') {
       auto rest = line.substr(1);
       if (!rest.empty() && rest[0] == ' ') rest.remove_prefix(1);
@@ -267,7 +281,16 @@ MetricsFile parse_metrics(std::string_view text, std::string_view name) {
         const size_t eq = rest.find('=');
         if (eq != std::string_view::npos) m.config.emplace_back(std::string(rest.substr(0, eq)), std::string(rest.substr(eq + 1)));
       } else if (take("note ")) m.notes.emplace_back(rest);
-      else if (take("summary ")) m.summary = key_values(rest);
+      else if (take("summary ")) {
+        m.summary = key_values(rest);
+        // The report converts steady_skip (a count of decode tokens, -1: no steady window) to an integer.
+        const std::string skip = m.summary_value("steady_skip");
+        double x = 0;
+        const auto r = std::from_chars(skip.data(), skip.data() + skip.size(), x);
+        if (!skip.empty() && (r.ec != std::errc() || r.ptr != skip.data() + skip.size() || x != std::floor(x) ||
+                              x < -1 || x >= 0x1p63))
+          fail("{}:{}: steady_skip '{}' is not a whole number from -1 to 2^63", name, line_no, skip);
+      }
       continue;
     }
     if (!have_version) fail("{}:{}: not a moetier metrics CSV (no '# moetier_metrics v1' line first)", name, line_no);
@@ -294,37 +317,48 @@ MetricsFile parse_metrics(std::string_view text, std::string_view name) {
         continue;
       }
       const auto r = std::from_chars(f[i].data(), f[i].data() + f[i].size(), v[i]);
-      if (r.ec != std::errc() || r.ptr != f[i].data() + f[i].size())
+      // The writer never writes inf or nan (a value not measured is -1); from_chars would read them.
+      if (r.ec != std::errc() || r.ptr != f[i].data() + f[i].size() || !std::isfinite(v[i]))
         fail("{}:{}: field {} '{}' is not a number", name, line_no, i + 1, f[i]);
     }
     auto col = [&](Col c) { return idx[c] >= 0 ? v[static_cast<size_t>(idx[c])] : -1.0; };
+    // A count column's value as an integer: a whole number from `lo` (-1 where "not measured" is allowed), below
+    // 2^63 so that it converts (1e300 or 0.5 would convert to garbage or undefined behaviour).
+    auto whole = [&](Col c, double lo) {
+      const double x = col(c);
+      if (x != std::floor(x) || x < lo || x >= 0x1p63)
+        fail("{}:{}: {} '{}' is not a whole number from {} to 2^63", name, line_no, kNames[c],
+             f[static_cast<size_t>(idx[c])], lo);
+      return static_cast<int64_t>(x);
+    };
     StepRow r;
-    r.step = static_cast<int64_t>(col(kStep));
-    r.steps = static_cast<int64_t>(col(kSteps));
+    r.step = whole(kStep, 0);
+    r.steps = whole(kSteps, 0);
     r.prefill = col(kPhase) != 0;
     r.wall_ms = col(kWall);
     r.compute_ms = col(kCompute);
     r.io_ms = col(kIo);
-    r.read_bytes = static_cast<uint64_t>(col(kRead));
+    r.read_bytes = static_cast<uint64_t>(whole(kRead, 0));
     r.hit_pct = col(kHit);
     r.stall_ms = col(kStall);
     r.mgmt_ms = col(kMgmt);
-    r.majflt = static_cast<int64_t>(col(kMajflt));
+    r.majflt = whole(kMajflt, -1);
     r.cpu_ms = col(kCpu);
     r.rss_mib = col(kRss);
     r.cache_resident_mib = col(kResident);
-    r.hits = static_cast<uint64_t>(col(kHits));
-    r.misses = static_cast<uint64_t>(col(kMisses));
-    r.evictions = static_cast<uint64_t>(col(kEvictions));
-    r.reread_bytes = static_cast<uint64_t>(col(kReread));
-    r.swaps = static_cast<int64_t>(col(kSwaps));
-    r.swap_bytes = static_cast<int64_t>(col(kSwapBytes));
+    r.hits = static_cast<uint64_t>(whole(kHits, 0));
+    r.misses = static_cast<uint64_t>(whole(kMisses, 0));
+    r.evictions = static_cast<uint64_t>(whole(kEvictions, 0));
+    r.reread_bytes = static_cast<uint64_t>(whole(kReread, 0));
+    r.swaps = idx[kSwaps] >= 0 ? whole(kSwaps, -1) : -1;
+    r.swap_bytes = idx[kSwapBytes] >= 0 ? whole(kSwapBytes, -1) : -1;
     m.rows.push_back(r);
   }
   if (!have_version) fail("{}: not a moetier metrics CSV (no '# moetier_metrics v1' line)", name);
   if (!have_header) fail("{}: no CSV header line", name);
   if (m.summary.empty()) {  // a run cut short: derive the totals from the rows
     m.summary = key_values(summary_fields(summarize(m.rows, -1, -1)));
+    m.summary_derived = true;
   }
   return m;
 }
@@ -344,13 +378,17 @@ std::string render_report(const MetricsFile& run, const MetricsFile* other) {
       "body{font:14px/1.4 sans-serif;margin:24px;color:#222;max-width:820px}"
       "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
       "tr.diff td{background:#fff3cd}.title{font:bold 13px sans-serif}.tick{font:11px sans-serif;fill:#555}"
+      ".warning{color:#a33}"
       "figure{margin:8px 0}.key{display:inline-block;width:14px;height:4px;vertical-align:middle;margin-right:4px}"
       "</style></head><body>\n";
   o += fmt::format("<h1>moetier run report</h1>\n<p>");
   for (size_t k = 0; k < runs.size(); ++k)
     o += fmt::format("<span class=\"key\" style=\"background:{}\"></span><b>{}</b> — {}, {}<br>\n", kColors[k],
                      esc(runs[k]->name), esc(runs[k]->engine), esc(runs[k]->model));
-  o += "</p>\n<h2>Summary</h2>\n" + summary_table(runs);
+  o += "</p>\n";
+  for (const auto* m : runs)
+    for (const auto& w : m->warnings) o += fmt::format("<p class=\"warning\">warning: {}</p>\n", esc(w));
+  o += "<h2>Summary</h2>\n" + summary_table(runs);
   o += "<h2>Per decode token</h2>\n<p>Grey: the warm-up left out of the steady tok/s (first run).</p>\n";
   const int64_t skip = static_cast<int64_t>(num(run, "steady_skip"));
   o += chart("decode speed", "tok/s", runs, 0, skip);

@@ -125,14 +125,18 @@ std::string summary_fields(const RunSummary& s) {
       "steps={} prefill_tokens={} prefill_ms={:.3f} decode_tokens={} decode_ms={:.3f} steady_skip={} "
       "steady_rule={} steady_tokens={} steady_ms={:.3f} hits={} misses={} hit_pct={:.4f} evictions={} "
       "read_bytes={} reread_bytes={} io_ms={:.3f} stall_ms={:.3f} mgmt_ms={:.3f} compute_ms={:.3f} wall_ms={:.3f} "
-      "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f} swaps={} swap_bytes={}",
+      "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f} swaps={} swap_bytes={} interrupted={}",
       s.steps, s.prefill_tokens, s.prefill_ms, s.decode_tokens, s.decode_ms, s.steady_skip, s.steady_rule,
       s.steady_tokens, s.steady_ms, s.hits, s.misses, s.hit_pct, s.evictions, s.read_bytes, s.reread_bytes, s.io_ms,
-      s.stall_ms, s.mgmt_ms, s.compute_ms, s.wall_ms, s.cpu_ms, s.majflt, s.peak_rss_mib, s.swaps, s.swap_bytes);
+      s.stall_ms, s.mgmt_ms, s.compute_ms, s.wall_ms, s.cpu_ms, s.majflt, s.peak_rss_mib, s.swaps, s.swap_bytes,
+      s.interrupted);
 }
 
 std::string format_summary(const RunSummary& s, int lanes) {
   std::string o;
+  if (s.interrupted != "no")
+    o += fmt::format("interrupted by {}{}: the figures cover the tokens run before it\n", s.interrupted,
+                     s.interrupted == "SIGINT" ? " (Ctrl-C)" : "");
   o += fmt::format("prefill: {} tokens in {:.2f} s ({:.1f} tok/s) | decode: {} tokens in {:.2f} s ({:.1f} tok/s)\n",
                    s.prefill_tokens, s.prefill_ms / 1e3, per_s(static_cast<double>(s.prefill_tokens), s.prefill_ms),
                    s.decode_tokens, s.decode_ms / 1e3, per_s(static_cast<double>(s.decode_tokens), s.decode_ms));
@@ -208,6 +212,8 @@ RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, c
              "0 (nothing is read by the expert store; page faults on the mapping show in majflt); swaps and "
              "swap_bytes are -1 (no adaptive tier)\n";
     pre += "# note a value that could not be measured is -1\n";
+    pre += "# note the summary's interrupted= is no for a run that ended as asked, else the signal that stopped it "
+           "early (SIGINT: Ctrl-C, SIGTERM); a file without a summary line was cut short (the process was killed)\n";
     pre += kColumns;
     pre += '\n';
     if (std::fputs(pre.c_str(), csv_) < 0) fail("--csv {}: write failed", opts.csv_path);
@@ -216,8 +222,7 @@ RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, c
     trace_ = std::make_unique<trace::RouteTraceWriter>(opts.route_trace_path, trace_header);
     for (const auto& l : trace_header.layers) layer_expert_bytes_.push_back(l.expert_bytes);
     const auto n = static_cast<size_t>(model.n_moe_layers * model.n_expert);
-    resident_at_begin_.assign(n, 0);
-    seen_in_step_.assign(n, -1);
+    seen_in_pass_.assign(n, -1);
   }
 }
 
@@ -230,16 +235,6 @@ void RunRecorder::begin(bool prefill) {
   if (inner_) inner_->begin(prefill);
   prefill_ = prefill;
   if (prefill) ++turn_;
-  if (trace_ && stream_ != nullptr) {
-    // The cache's contents as the step begins: an expert evicted by an earlier layer of the same step and read
-    // again shows as a hit here (rare: the policy never evicts what the current batch touched).
-    const auto* pol = stream_->policy();
-    const auto E = static_cast<int32_t>(model_.n_expert);
-    for (size_t i = 0; i < resident_at_begin_.size(); ++i) {
-      const auto idx = static_cast<int32_t>(i);
-      resident_at_begin_[i] = pol != nullptr && pol->contains({idx / E, idx % E}) ? 1 : 0;
-    }
-  }
   if (stream_) totals0_ = stream_->totals();
   majflt0_ = major_faults();
   proc_cpu0_ = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
@@ -250,7 +245,7 @@ void RunRecorder::routed(int64_t pos, int64_t n, std::span<const int32_t> routin
   if (inner_) inner_->routed(pos, n, routing);
   if (!trace_) return;
   const auto L = model_.n_moe_layers, K = model_.n_expert_used, E = model_.n_expert;
-  const auto step_id = static_cast<int64_t>(rows_.size());
+  const int64_t pass = routed_calls_++;
   // Prefill batches go layer by layer over every token (the recording engine's order): write them so.
   for (int64_t l = 0; l < L; ++l)
     for (int64_t t = 0; t < n; ++t)
@@ -265,15 +260,13 @@ void RunRecorder::routed(int64_t pos, int64_t n, std::span<const int32_t> routin
         r.slot = static_cast<int32_t>(s);
         r.expert = e;
         r.weight = std::nanf("");
-        const bool repeat = seen_in_step_[key] == step_id;
-        seen_in_step_[key] = step_id;
-        if (stream_ == nullptr || repeat || resident_at_begin_[key] != 0) {
-          r.residency = trace::Residency::hit;  // resident experts are all in memory: a hit that reads nothing
-          r.expert_bytes = 0;
-        } else {
-          r.residency = trace::Residency::miss;
-          r.expert_bytes = layer_expert_bytes_[static_cast<size_t>(l)];
-        }
+        const bool repeat = seen_in_pass_[key] == pass;
+        seen_in_pass_[key] = pass;
+        // What the store did at this pass's lookup of the expert, not the cache's contents when the step began:
+        // an earlier layer of the same step may have evicted it. Resident experts are all in memory: hits.
+        const bool hit = stream_ == nullptr || stream_->hit_at_last_fetch(l, e);
+        r.residency = hit ? trace::Residency::hit : trace::Residency::miss;
+        r.expert_bytes = hit || repeat ? 0 : layer_expert_bytes_[static_cast<size_t>(l)];
         trace_->add(r);
       }
 }
@@ -332,7 +325,8 @@ void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
 }
 
 RunSummary RunRecorder::finish() {
-  const RunSummary s = summarize(rows_, opts_.steady_skip, peak_rss_mib());
+  RunSummary s = summarize(rows_, opts_.steady_skip, peak_rss_mib());
+  s.interrupted = interrupted_;
   if (csv_ != nullptr) {
     fmt::print(csv_, "# summary {}\n", summary_fields(s));
     const bool bad = std::ferror(csv_) != 0;

@@ -14,7 +14,7 @@
 //   # note ...                              (how rows are made, units, which values are not measured)
 //   step,steps,phase,wall_ms,...            (the CSV header: kColumns)
 //   one row per step
-//   # summary KEY=VALUE KEY=VALUE ...       (run totals; see RunSummary)
+//   # summary KEY=VALUE KEY=VALUE ...       (run totals; see RunSummary; interrupted=SIGINT after a Ctrl-C)
 // Readers find columns by their header name (metrics_report.h): columns are only ever added, at the end, and a
 // file from before a column existed reads it as -1 (swaps, swap_bytes came later than the other columns).
 // Not thread-safe: the generator's thread calls everything.
@@ -82,6 +82,8 @@ struct RunSummary {
   int64_t majflt = -1;
   double peak_rss_mib = -1;  // VmHWM of /proc/self/status; -1: not measured
   int64_t swaps = -1, swap_bytes = -1;  // adaptive tier's landed swap-ins and their bytes; -1: no adaptive tier
+  // "no" for a run that ended as asked; else the signal that stopped it early ("SIGINT": Ctrl-C, "SIGTERM").
+  std::string interrupted = "no";
 };
 
 // Warm-up length over decode rows: `flag_skip` >= 0 when given; otherwise the first decode token from which the
@@ -130,6 +132,8 @@ class RunRecorder final : public model::StepHooks {
   void end(bool prefill, int64_t n_tokens, double seconds) override;
   void routed(int64_t pos, int64_t n, std::span<const int32_t> routing) override;
 
+  // Marks the run as stopped early by `signal` ("SIGINT", "SIGTERM"): the summary says so (before finish()).
+  void set_interrupted(std::string signal) { interrupted_ = std::move(signal); }
   // Ends the run: computes the summary, appends the `# summary` line and closes the files (throws naming the
   // file when a write failed). Call once.
   RunSummary finish();
@@ -151,10 +155,12 @@ class RunRecorder final : public model::StepHooks {
   int64_t majflt0_ = 0;
   moe::StreamCounters totals0_;
   uint64_t run_hits_ = 0, run_lookups_ = 0;
-  // Residency for the route trace: the cache's contents when the step began, and the step that last saw each
-  // (layer, expert) so repeats within a prefill are written as hits that read nothing. [n_moe_layers * n_expert]
-  std::vector<uint8_t> resident_at_begin_;
-  std::vector<int64_t> seen_in_step_;
+  // Residency for the route trace comes from the expert store (StreamingExperts::hit_at_last_fetch). The pass
+  // (routed() call: a prefill chunk or a decode token) that last saw each (layer, expert), so that repeats
+  // within one pass are written with their expert's residency and 0 bytes read. [n_moe_layers * n_expert]
+  int64_t routed_calls_ = 0;
+  std::vector<int64_t> seen_in_pass_;
+  std::string interrupted_ = "no";  // RunSummary::interrupted
   int progress_ = 0;   // 0 off, 1 text, 2 json lines
   int statm_fd_ = -1;  // /proc/self/statm, opened once
 };

@@ -14,6 +14,8 @@ namespace {
 
 constexpr std::string_view kVersionLine = "# route_trace v1";
 constexpr std::string_view kCsvHeader = "turn,phase,step,layer,slot,expert,weight,residency,expert_bytes";
+// The shortest layer line, with its end of line: "# layer=0 expert_bytes=0 dense_bytes=0\n".
+constexpr size_t kShortestLayerLine = 39;
 
 // Cursor over one line with the file name and line number for errors.
 struct LineCtx {
@@ -76,7 +78,12 @@ RouteTrace parse_route_trace(std::string_view text, std::string_view name) {
         if (line != kVersionLine) fail("{}:{}: expected '{}' as the first line, got '{}'", name, c.line_no,
                                        kVersionLine, line);
         seen_version = true;
+      } else if (seen_csv && (line.starts_with("# model=") || line.starts_with("# layer=") ||
+                              line.starts_with("# cache "))) {
+        // Rows already read were checked against the header; a header line among them would change it.
+        fail("{}:{}: header line after the CSV header (header lines come first): '{}'", name, c.line_no, line);
       } else if (line.starts_with("# model=")) {
+        if (seen_model) fail("{}:{}: a second '# model=' line (a trace has one)", name, c.line_no);
         const size_t arch = line.find(" arch=");
         if (arch == std::string_view::npos) fail("{}:{}: expected ' arch=' after the model path", name, c.line_no);
         h.model = std::string(line.substr(8, arch - 8));
@@ -88,6 +95,12 @@ RouteTrace parse_route_trace(std::string_view text, std::string_view name) {
           fail("{}:{}: expected n_layer > 0, n_expert > 0 and 0 < n_expert_used <= n_expert, got {}, {}, {}", name,
                c.line_no, h.n_moe_layers, h.n_expert, h.n_expert_used);
         }
+        // Every layer needs a '# layer=' line of at least kShortestLayerLine bytes: a count the text cannot hold is
+        // refused before the per-layer table is sized by it (n_layer=366666666 in a 200-byte file asked for 6 GB).
+        if (static_cast<uint64_t>(h.n_moe_layers) > text.size() / kShortestLayerLine) {
+          fail("{}:{}: n_layer={} needs as many '# layer=' lines, more than a file of {} bytes holds", name,
+               c.line_no, h.n_moe_layers, text.size());
+        }
         h.layers.assign(static_cast<size_t>(h.n_moe_layers), TraceLayer{});
         layer_seen.assign(static_cast<size_t>(h.n_moe_layers), 0);
         seen_model = true;
@@ -97,9 +110,22 @@ RouteTrace parse_route_trace(std::string_view text, std::string_view name) {
         if (l < 0 || l >= h.n_moe_layers) {
           fail("{}:{}: layer {} out of range [0, {})", name, c.line_no, l, h.n_moe_layers);
         }
+        if (layer_seen[l]) fail("{}:{}: a second '# layer={}' line", name, c.line_no, l);
         h.layers[l].expert_bytes = required_int<uint64_t>(line, "expert_bytes", c);
         h.layers[l].dense_bytes = required_int<uint64_t>(line, "dense_bytes", c);
         layer_seen[l] = 1;
+      } else if (line.starts_with("# cache ")) {
+        if (h.cache) fail("{}:{}: a second '# cache' line", name, c.line_no);
+        TraceCache tc;
+        tc.slot_bytes = required_int<uint64_t>(line, "slot_bytes", c);
+        tc.n_batch = required_int<int64_t>(line, "n_batch", c);
+        const auto guard = required_int<int32_t>(line, "cliff_guard", c);
+        if (tc.slot_bytes == 0 || tc.n_batch <= 0 || (guard != 0 && guard != 1)) {
+          fail("{}:{}: expected slot_bytes > 0, n_batch > 0 and cliff_guard 0 or 1 on the cache line, got {}, {}, {}",
+               name, c.line_no, tc.slot_bytes, tc.n_batch, guard);
+        }
+        tc.cliff_guard = guard == 1;
+        h.cache = tc;
       }  // any other comment is ignored
       continue;
     }
@@ -179,6 +205,10 @@ std::string format_route_header(const TraceHeader& h) {
   for (size_t l = 0; l < h.layers.size(); ++l) {
     s += fmt::format("# layer={} expert_bytes={} dense_bytes={}\n", l, h.layers[l].expert_bytes,
                      h.layers[l].dense_bytes);
+  }
+  if (h.cache) {
+    s += fmt::format("# cache slot_bytes={} n_batch={} cliff_guard={}\n", h.cache->slot_bytes, h.cache->n_batch,
+                     h.cache->cliff_guard ? 1 : 0);
   }
   s += kCsvHeader;
   s += '\n';

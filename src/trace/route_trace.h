@@ -3,6 +3,7 @@
 //   # route_trace v1
 //   # model=PATH arch=ARCH n_layer=L n_expert=E n_expert_used=K
 //   # layer=I expert_bytes=B dense_bytes=D          (one line per layer, I = 0..L-1)
+//   # cache slot_bytes=S n_batch=N cliff_guard=G     (optional: moetier's expert cache, see TraceCache)
 //   turn,phase,step,layer,slot,expert,weight,residency,expert_bytes
 //   one CSV row per routed (step, layer, slot); weight is %.6g or `nan`.
 // Other `#` lines are ignored by the reader. Rows may be in any order; the simulator groups them into batches.
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +28,18 @@ struct TraceLayer {
   friend bool operator==(const TraceLayer&, const TraceLayer&) = default;
 };
 
+// The recording engine's expert cache, from the optional `# cache` line that moetier writes for a streamed run.
+// Its presence says the trace was counted the way moetier's expert store counts (sim/batches.h, sim/replay.h):
+// a cache of fixed slots (strict capacity), each batch's experts looked up in ascending id order, a prefill
+// longer than n_batch tokens run as several passes over the layers. Traces of other engines (the shared phone
+// traces) have no such line and were counted by a byte budget over one prefill pass.
+struct TraceCache {
+  uint64_t slot_bytes = 0;    // one cache slot, bytes (> 0): a cache of C bytes has floor(C / slot_bytes) slots
+  int64_t n_batch = 0;        // most tokens per forward pass (> 0): a longer prefill runs in chunks of this many
+  bool cliff_guard = false;   // the policy's cliff guard was enabled (moe/cache_policy.h)
+  friend bool operator==(const TraceCache&, const TraceCache&) = default;
+};
+
 struct TraceHeader {
   std::string model;          // model path as recorded: everything between "model=" and " arch="
   std::string arch;           // GGUF architecture name, e.g. "qwen3moe"
@@ -33,6 +47,7 @@ struct TraceHeader {
   int32_t n_expert = 0;       // experts per layer
   int32_t n_expert_used = 0;  // effective top-k of the run
   std::vector<TraceLayer> layers;  // [n_moe_layers], by MoE ordinal
+  std::optional<TraceCache> cache;  // the `# cache` line; empty when the trace has none
   friend bool operator==(const TraceHeader&, const TraceHeader&) = default;
 };
 
@@ -55,8 +70,9 @@ struct RouteTrace {
   std::vector<TraceRow> rows;  // file order
 };
 
-// Parse a whole trace. Throws moetier::Error naming `name` (the file) and the 1-based line, and what was
-// expected. Linear time; about 10 ns per byte is the budget (a 4-million-row trace reads in well under 1 s).
+// Parse a whole trace. The model, layer and cache lines come once each, before the CSV header. Throws
+// moetier::Error naming `name` (the file) and the 1-based line, and what was expected. Linear time; about 10 ns
+// per byte is the budget (a 4-million-row trace reads in well under 1 s).
 RouteTrace parse_route_trace(std::string_view text, std::string_view name);
 RouteTrace read_route_trace(const std::filesystem::path& path);
 

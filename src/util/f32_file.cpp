@@ -14,9 +14,13 @@ void write_f32(const std::filesystem::path& path, std::span<const float> v) {
 }
 
 std::vector<float> read_f32(const std::filesystem::path& path) {
+  // A directory opens as a stream whose size reads as 2^63 - 1: refuse it by name first.
+  if (std::filesystem::is_directory(path)) fail("{}: is a directory, not a float32 file", path.string());
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail("cannot open {}", path.string());
-  const auto size = static_cast<size_t>(in.tellg());
+  const std::streamoff end = in.tellg();
+  if (end < 0) fail("{}: cannot tell its size (not a regular file?)", path.string());
+  const auto size = static_cast<size_t>(end);
   if (size % sizeof(float) != 0) fail("{} has {} bytes, not a whole number of float32 values", path.string(), size);
   std::vector<float> v(size / sizeof(float));
   in.seekg(0);

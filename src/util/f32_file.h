@@ -12,7 +12,8 @@ namespace moetier::util {
 // Throws moetier::Error naming the file when it cannot be created or written.
 void write_f32(const std::filesystem::path& path, std::span<const float> v);
 
-// Throws moetier::Error naming the file when it cannot be read or its size is not a multiple of 4 bytes.
+// Throws moetier::Error naming the file when it is a directory, cannot be read or its size is not a multiple of
+// 4 bytes.
 std::vector<float> read_f32(const std::filesystem::path& path);
 
 }  // namespace moetier::util

@@ -94,7 +94,7 @@ TEST(Eval, TakesTheModelFlagsOfRun) {
   EXPECT_NE(r.output.find("perplexity:"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("dense weights: mmap"), std::string::npos) << r.output;
   r = test::run_cli("eval -m '" + model + "' -p hi --cache-mb -5 --experts stream");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_GT(r.exit_code, 100) << r.output;  // rejected as the command line is parsed (CLI11's status)
   EXPECT_NE(r.output.find("--cache-mb"), std::string::npos) << r.output;
   r = test::run_cli("eval -m '" + model + "' -p hi --adapt-every 2");
   EXPECT_EQ(r.exit_code, 1) << r.output;

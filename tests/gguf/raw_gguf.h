@@ -13,10 +13,14 @@ namespace moetier::gguf::test_raw {
 
 struct RawGguf {
   std::vector<uint8_t> b;
+  // Every number written most significant byte first, as a big-endian GGUF file stores them (the magic stays
+  // "GGUF": it is four bytes, not a number).
+  bool big_endian = false;
 
   RawGguf& u8(uint8_t x) { b.push_back(x); return *this; }
-  RawGguf& u32(uint32_t x) { return le(x, 4); }
-  RawGguf& u64(uint64_t x) { return le(x, 8); }
+  RawGguf& u16(uint16_t x) { return num(x, 2); }
+  RawGguf& u32(uint32_t x) { return num(x, 4); }
+  RawGguf& u64(uint64_t x) { return num(x, 8); }
   RawGguf& str(const std::string& s) {
     u64(s.size());
     b.insert(b.end(), s.begin(), s.end());
@@ -28,6 +32,14 @@ struct RawGguf {
   }
   RawGguf& kv_string(const std::string& k, const std::string& v) { return str(k).u32(8).str(v); }
   RawGguf& kv_u32(const std::string& k, uint32_t v) { return str(k).u32(4).u32(v); }
+  RawGguf& kv_u16(const std::string& k, uint16_t v) { return str(k).u32(2).u16(v); }
+  RawGguf& kv_i32(const std::string& k, int32_t v) { return str(k).u32(5).u32(static_cast<uint32_t>(v)); }
+  // A string array (type 9 of type 8), as tokenizer.ggml.tokens is stored.
+  RawGguf& kv_strings(const std::string& k, const std::vector<std::string>& v) {
+    str(k).u32(9).u32(8).u64(v.size());
+    for (const auto& x : v) str(x);
+    return *this;
+  }
   // name, ne (GGUF order), type id, offset in the data section.
   RawGguf& tensor(const std::string& name, const std::vector<uint64_t>& ne, uint32_t type, uint64_t offset) {
     str(name).u32(static_cast<uint32_t>(ne.size()));
@@ -53,8 +65,8 @@ struct RawGguf {
   }
 
  private:
-  RawGguf& le(uint64_t x, int n) {
-    for (int i = 0; i < n; ++i) b.push_back(static_cast<uint8_t>(x >> (8 * i)));
+  RawGguf& num(uint64_t x, int n) {
+    for (int i = 0; i < n; ++i) b.push_back(static_cast<uint8_t>(x >> (8 * (big_endian ? n - 1 - i : i))));
     return *this;
   }
 };

@@ -115,7 +115,9 @@ TEST(GgufWriter, CustomAlignmentAndEveryValueType) {
 
 TEST(GgufWriter, MisuseAndIoErrorsAreErrors) {
   const auto dir = test::tmp_dir("gguf-writer");
-  EXPECT_THROW(GgufWriter(dir / "bad-align.gguf", 48), Error);
+  // Any nonzero multiple of 8 is a valid alignment (48 and 24 are), as the reader accepts; 0 and 20 are not.
+  EXPECT_THROW(GgufWriter(dir / "bad-align.gguf", 0), Error);
+  EXPECT_THROW(GgufWriter(dir / "bad-align.gguf", 20), Error);
   try {
     GgufWriter w(dir / "no-such-dir" / "x.gguf");
     FAIL() << "expected an Error";
@@ -148,6 +150,8 @@ TEST(GgufWriter, MisuseAndIoErrorsAreErrors) {
           w.finish();
         },
         Error);
+    // The unfinished "file" is a device: removing it (as root) would take /dev/full away from every later test.
+    EXPECT_TRUE(std::filesystem::is_character_file("/dev/full")) << "a failed write removed /dev/full";
   }
 }
 

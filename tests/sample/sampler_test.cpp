@@ -1,12 +1,16 @@
 // Sampling: greedy is argmax, filters keep what they should, a seed fixes the draws.
 #include <cmath>
+#include <limits>
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "sample/greedy.h"
 #include "sample/sampler.h"
+#include "util/error.h"
 
 namespace moetier::sample {
 namespace {
@@ -84,6 +88,46 @@ TEST(Sampler, SameSeedSameDraws) {
   Sampler a(p, 6), b(p, 6);
   const auto l = logits_of({0.2, 0.2, 0.2, 0.2, 0.1, 0.1});
   for (int i = 0; i < 100; ++i) EXPECT_EQ(a.sample(l, {}), b.sample(l, {}));
+}
+
+// Settings outside their ranges (NaN and infinity included, which pass a plain `< 0` check) are refused with the
+// setting's name, whoever fills SamplerParams; before, NaN temperature sampled garbage.
+TEST(Sampler, RejectsSettingsOutsideTheirRanges) {
+  const float nan = std::nanf("");
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::pair<void (*)(SamplerParams&, float), const char*> fields[] = {
+      {[](SamplerParams& p, float v) { p.temperature = v; }, "temperature"},
+      {[](SamplerParams& p, float v) { p.top_p = v; }, "top_p"},
+      {[](SamplerParams& p, float v) { p.min_p = v; }, "min_p"},
+      {[](SamplerParams& p, float v) { p.repeat_penalty = v; }, "repeat_penalty"},
+  };
+  for (const auto& [set, name] : fields) {
+    for (const float v : {nan, inf, -1.0f}) {
+      SamplerParams p;
+      set(p, v);
+      try {
+        Sampler s(p, 4);
+        ADD_FAILURE() << name << " = " << v << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      }
+    }
+  }
+  SamplerParams p;
+  p.top_k = -3;
+  EXPECT_THROW(Sampler(p, 4), Error);
+  p = SamplerParams{};
+  p.repeat_last_n = -1;
+  EXPECT_THROW(Sampler(p, 4), Error);
+  EXPECT_THROW(Sampler(SamplerParams{}, 0), Error);
+  // The ends of the ranges are accepted: greedy, top-p 1, min-p 0.
+  p = SamplerParams{};
+  p.temperature = 0.0f;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.top_k = 0;
+  p.repeat_last_n = 0;
+  EXPECT_NO_THROW(Sampler(p, 4));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "model/eval.h"
 #include "model/model.h"
+#include "model/token_input.h"
 #include "test_support.h"
 
 namespace moetier::moe::test {
@@ -22,8 +23,9 @@ inline fs::path model_path(const std::string& name) {
 }
 
 // The oracle case `prompt` of `name`: prompt as one batch, then up to `decode` one-token steps of its greedy tail.
-inline model::EvalTokens oracle_tokens(const std::string& name, const char* prompt, int64_t decode) {
-  model::EvalTokens t = model::read_eval_tokens(moetier::test::oracle_dir() / "ref" / (name + "." + prompt + ".json"));
+inline model::TokenInput oracle_tokens(const std::string& name, const char* prompt, int64_t decode) {
+  model::TokenInput t =
+      model::read_token_input((moetier::test::oracle_dir() / "ref" / (name + "." + prompt + ".json")).string(), 0);
   t.tokens.resize(static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(t.tokens.size()), t.n_prefill + decode)));
   return t;
 }

@@ -45,8 +45,8 @@ struct StreamRun {
   int64_t cache_slots = 0;
 };
 
-const model::EvalTokens& tokens_of(const std::string& name) {
-  static std::map<std::string, model::EvalTokens> cache;
+const model::TokenInput& tokens_of(const std::string& name) {
+  static std::map<std::string, model::TokenInput> cache;
   auto it = cache.find(name);
   // The prompt as one batch and a short decode tail: both paths run, and the whole matrix stays fast.
   if (it == cache.end()) it = cache.emplace(name, test::oracle_tokens(name, "p1", 4)).first;

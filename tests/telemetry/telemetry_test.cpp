@@ -155,7 +155,11 @@ TEST(MetricsCsv, PreambleHeaderRowsAndSummaryAgree) {
   EXPECT_GT(std::stod(m.summary_value("peak_rss_mib")), 0.0);
   EXPECT_EQ(m.summary_value("swaps"), "-1");
   EXPECT_EQ(m.summary_value("swap_bytes"), "-1");
+  EXPECT_EQ(m.summary_value("interrupted"), "no");  // a run that ended as asked (see tests/cli/signal_test.cpp)
+  EXPECT_FALSE(m.summary_derived);
+  EXPECT_TRUE(m.warnings.empty());
   EXPECT_EQ(r.output.find("adaptive tier:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("interrupted"), std::string::npos) << r.output;
 
   // The stdout summary: after the text and a blank line, with the steady window and the time split.
   EXPECT_NE(r.output.find("\n\nprefill: 21 tokens"), std::string::npos) << r.output;
@@ -319,10 +323,11 @@ TEST(RouteTrace, MatchesTheModelsRoutingAndReplays) {
     EXPECT_TRUE(std::isnan(row.weight));  // the router's weights are not recorded
     traced[{row.step, row.layer}].insert(row.expert);
     if (row.phase == 0) {
-      // The cache is empty when the prompt starts: a layer's first use of an expert is a miss that reads the
-      // expert's bytes; a repeat within the prompt's batch reads nothing.
+      // The cache is empty when the prompt starts: every row is its expert's lookup, a miss (as the shared
+      // traces record repeats); a layer's first use of an expert reads its bytes, a repeat within the prompt's
+      // batch reads nothing.
       const bool first = seen_in_prefill.insert({row.layer, row.expert}).second;
-      EXPECT_EQ(row.residency, first ? trace::Residency::miss : trace::Residency::hit);
+      EXPECT_EQ(row.residency, trace::Residency::miss);
       EXPECT_EQ(row.expert_bytes, first ? trace.header.layers[static_cast<size_t>(row.layer)].expert_bytes : 0u);
     } else {
       EXPECT_EQ(row.expert_bytes == 0, row.residency != trace::Residency::miss);
@@ -466,6 +471,97 @@ TEST(Report, ColumnsAreFoundByName) {
   EXPECT_EQ(row.swap_bytes, 8192);
   EXPECT_EQ(shuffled.summary_value("swaps"), "2");
   EXPECT_EQ(shuffled.summary_value("swap_bytes"), "8192");
+}
+
+// A metrics CSV whose writer was killed ends without its summary, and its last row may be cut mid-line: that
+// row is skipped with a warning naming the file and line, and the totals come from the complete rows. A cut
+// summary line is skipped the same way. Rows that end in a newline stay strict.
+TEST(Report, ACutLastLineIsSkippedWithAWarning) {
+  const std::string head = "# moetier_metrics v1\n" + std::string(telemetry::kColumns) + "\n";
+  const std::string rows = "0,5,prefill,10,9,1,4096,50,0.5,0.1,0,12,100,2,3,3,1,0,-1,-1\n"
+                           "1,1,decode,2,2,0,0,60,0,0.1,0,2,100,2,4,0,0,0,-1,-1\n";
+  const auto cut = telemetry::parse_metrics(head + rows + "2,1,decode,2.5,2,0,0,6", "cut.csv");
+  ASSERT_EQ(cut.rows.size(), 2u);
+  ASSERT_EQ(cut.warnings.size(), 1u);
+  EXPECT_NE(cut.warnings[0].find("cut.csv:5:"), std::string::npos) << cut.warnings[0];
+  EXPECT_NE(cut.warnings[0].find("cut off"), std::string::npos) << cut.warnings[0];
+  EXPECT_TRUE(cut.summary_derived);
+  EXPECT_EQ(cut.summary_value("decode_tokens"), "1");
+  const std::string html = telemetry::render_report(cut, nullptr);
+  EXPECT_NE(html.find("warning: cut.csv:5:"), std::string::npos);
+  EXPECT_NE(html.find("cut short (no summary line"), std::string::npos);
+
+  // Even a cut row that parses is skipped: its last number may be shortened.
+  EXPECT_EQ(telemetry::parse_metrics(head + rows + "2,1,decode,2.5,2,0,0,6,0,0.1,0,2,100,2,4,0,0,0,-1,-", "c.csv")
+                .rows.size(),
+            2u);
+  const auto cut_summary = telemetry::parse_metrics(head + rows + "# summary steps=2 prefill_tok", "s.csv");
+  EXPECT_EQ(cut_summary.rows.size(), 2u);
+  EXPECT_EQ(cut_summary.warnings.size(), 1u);
+  EXPECT_TRUE(cut_summary.summary_derived);
+  EXPECT_EQ(cut_summary.summary_value("prefill_tokens"), "5");
+
+  const auto whole = telemetry::parse_metrics(head + rows + "# summary steps=2 interrupted=SIGINT\n", "w.csv");
+  EXPECT_TRUE(whole.warnings.empty());
+  EXPECT_NE(telemetry::render_report(whole, nullptr).find("interrupted by SIGINT"), std::string::npos);
+  EXPECT_THROW(telemetry::parse_metrics(head + rows + "2,1,decode,2.5,2,0,0,6\n", "bad.csv"), Error);
+}
+
+// `moetier report` on the CSV of a real run cut off in the middle of a row (as a killed run leaves it): a warning
+// on stderr, exit 0 and the page.
+TEST(Report, RendersARunCutOffMidRow) {
+  const auto csv = tmp("cut-source.csv"), cut = tmp("cut.csv"), out = tmp("cut.html");
+  ASSERT_EQ(run(std::string(kStream) + "--csv '" + csv + "'", 16).exit_code, 0);
+  std::string text = slurp(csv);
+  text.resize(text.rfind("# summary"));             // the summary never written
+  text.resize(text.size() - 1);                     // the last row's end of line
+  text.resize(text.rfind('\n') + 1 + 12);           // 12 bytes of the last row
+  std::ofstream(cut, std::ios::binary) << text;
+  const auto r = test::run_cli("report '" + cut + "' -o '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("moetier: warning: " + cut + ":"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(15 steps)"), std::string::npos) << r.output;  // 16 rows, the cut one skipped
+  const auto html = slurp(out);
+  EXPECT_EQ(count(html, "<svg class=\"curve\""), 3u);
+  EXPECT_NE(html.find("cut short"), std::string::npos);
+}
+
+// Found by fuzz_metrics_csv (UBSan): count columns were converted from double unchecked, so 1e300, -5 or 0.5 in
+// read_bytes, hits or step became undefined behaviour or garbage, and inf/nan read as numbers. Each is now an
+// error naming the line and the column; -1 stays valid where it means "not measured".
+TEST(Report, CountColumnsMustBeWholeNumbersInRange) {
+  const std::string head = "# moetier_metrics v1\n" + std::string(telemetry::kColumns) + "\n";
+  // step,steps,phase,wall_ms,compute_ms,io_ms,read_bytes,cache_hit_pct,stall_ms,mgmt_ms,majflt,cpu_ms,rss_mib,
+  // cache_resident_mib,hits,misses,evictions,reread_bytes,swaps,swap_bytes
+  auto row = [](const std::string& read_bytes, const std::string& majflt, const std::string& hits,
+                const std::string& wall_ms) {
+    return "0,1,decode," + wall_ms + ",1,0," + read_bytes + ",50,0,0," + majflt + ",2,100,-1," + hits +
+           ",0,0,0,-1,-1\n";
+  };
+  const auto ok = telemetry::parse_metrics(head + row("4096", "-1", "3", "2.5"), "m.csv");
+  ASSERT_EQ(ok.rows.size(), 1u);
+  EXPECT_EQ(ok.rows[0].majflt, -1);
+  EXPECT_EQ(ok.rows[0].swaps, -1);
+  const std::pair<std::string, std::string> bad[] = {
+      {row("1e300", "0", "0", "1"), "read_bytes '1e300'"}, {row("-5", "0", "0", "1"), "read_bytes '-5'"},
+      {row("0", "0", "0.5", "1"), "hits '0.5'"},           {row("0", "-2", "0", "1"), "majflt '-2'"},
+      {row("0", "0", "0", "inf"), "field 4 'inf'"},        {row("0", "0", "0", "nan"), "field 4 'nan'"},
+  };
+  for (const auto& [text, what] : bad) {
+    try {
+      telemetry::parse_metrics(head + text, "m.csv");
+      ADD_FAILURE() << "parsed: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("m.csv:3: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+  try {
+    telemetry::parse_metrics(head + row("0", "0", "0", "1") + "# summary steps=1 steady_skip=1e300\n", "m.csv");
+    ADD_FAILURE() << "a steady_skip of 1e300 parsed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("m.csv:4: steady_skip '1e300'"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -131,5 +131,83 @@ TEST(RouteTrace, ErrorsNameFileAndLine) {
   EXPECT_NE(error_of("").find("bad.csv: no CSV header"), std::string::npos);
 }
 
+// moetier's `# cache` line: written after the layer lines, read back equal; traces without it (the shared ones)
+// read with no cache; bad values name the line.
+TEST(RouteTrace, CacheLineRoundTripsAndIsOptional) {
+  EXPECT_FALSE(trace::read_route_trace(qwen_trace()).header.cache.has_value());
+  trace::RouteTrace t = synthetic_trace(2, 8, 2, 3, 2, 4096);
+  t.header.cache = trace::TraceCache{139264, 512, true};
+  const auto out = tmp_dir("trace") / "cache_line.route.csv";
+  trace::write_route_trace(out, t);
+  const std::string text = slurp(out);
+  EXPECT_NE(text.find("# layer=1 expert_bytes=4096 dense_bytes=1024\n# cache slot_bytes=139264 n_batch=512 "
+                      "cliff_guard=1\nturn,"),
+            std::string::npos)
+      << text.substr(0, 400);
+  const trace::RouteTrace back = trace::read_route_trace(out);
+  ASSERT_TRUE(back.header.cache.has_value());
+  EXPECT_EQ(*back.header.cache, *t.header.cache);
+  EXPECT_EQ(back.header, t.header);
+
+  const std::string head =
+      "# route_trace v1\n# model=/m.gguf arch=x n_layer=1 n_expert=4 n_expert_used=2\n"
+      "# layer=0 expert_bytes=10 dense_bytes=5\n";
+  const std::string csv = "turn,phase,step,layer,slot,expert,weight,residency,expert_bytes\n";
+  EXPECT_EQ(error_of(head + "# cache slot_bytes=4096 n_batch=8 cliff_guard=0\n" + csv), "");
+  EXPECT_NE(error_of(head + "# cache slot_bytes=0 n_batch=8 cliff_guard=1\n" + csv)
+                .find("bad.csv:4: expected slot_bytes > 0, n_batch > 0 and cliff_guard 0 or 1"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "# cache slot_bytes=4096 n_batch=-1 cliff_guard=1\n" + csv).find("bad.csv:4:"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "# cache slot_bytes=4096 n_batch=8 cliff_guard=2\n" + csv).find("bad.csv:4:"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "# cache slot_bytes=4096 cliff_guard=1\n" + csv)
+                .find("bad.csv:4: expected 'n_batch=' on this header line"),
+            std::string::npos);
+}
+
+// Found by fuzz_route_trace: a header line after the rows (e.g. two traces concatenated) used to replace the
+// header, leaving rows already read outside the new layer and expert ranges that replay indexes by; a repeated
+// header line silently overwrote the first. Both are errors naming the line.
+TEST(RouteTrace, HeaderLinesComeOnceAndFirst) {
+  const std::string model = "# model=/m.gguf arch=x n_layer=2 n_expert=4 n_expert_used=1\n";
+  const std::string layers = "# layer=0 expert_bytes=10 dense_bytes=5\n# layer=1 expert_bytes=10 dense_bytes=5\n";
+  const std::string csv = "turn,phase,step,layer,slot,expert,weight,residency,expert_bytes\n";
+  const std::string head = "# route_trace v1\n" + model + layers + csv;
+  EXPECT_EQ(error_of(head + "0,0,0,1,0,3,nan,0,10\n# other comments are fine\n"), "");
+  EXPECT_NE(error_of(head + "0,0,0,1,0,3,nan,0,10\n# model=/m.gguf arch=x n_layer=1 n_expert=2 n_expert_used=1\n")
+                .find("bad.csv:7: header line after the CSV header"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "0,0,0,1,0,3,nan,0,10\n# layer=0 expert_bytes=99 dense_bytes=5\n")
+                .find("bad.csv:7: header line after the CSV header"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "# cache slot_bytes=4096 n_batch=8 cliff_guard=0\n")
+                .find("bad.csv:6: header line after the CSV header"),
+            std::string::npos);
+  EXPECT_NE(error_of("# route_trace v1\n" + model + model + layers + csv).find("bad.csv:3: a second '# model=' line"),
+            std::string::npos);
+  EXPECT_NE(error_of("# route_trace v1\n" + model + layers + "# layer=1 expert_bytes=1 dense_bytes=1\n" + csv)
+                .find("bad.csv:5: a second '# layer=1' line"),
+            std::string::npos);
+  const std::string cache = "# cache slot_bytes=4096 n_batch=8 cliff_guard=0\n";
+  EXPECT_NE(error_of("# route_trace v1\n" + model + layers + cache + cache + csv)
+                .find("bad.csv:6: a second '# cache' line"),
+            std::string::npos);
+}
+
+// Found by fuzz_route_trace (-rss_limit_mb): n_layer sized the per-layer table before any layer line was read, so a
+// 200-byte file with n_layer=366666666 allocated 6 GB, and n_layer=2147483647 threw std::bad_alloc.
+TEST(RouteTrace, LayerCountBoundedByFileSize) {
+  const std::string csv = "turn,phase,step,layer,slot,expert,weight,residency,expert_bytes\n";
+  EXPECT_NE(error_of("# route_trace v1\n# model=/m.gguf arch=x n_layer=2147483647 n_expert=4 n_expert_used=1\n" + csv)
+                .find("bad.csv:2: n_layer=2147483647 needs as many '# layer=' lines, more than a file of"),
+            std::string::npos);
+  // The shortest layer lines a count can be given with still read.
+  EXPECT_EQ(error_of("# route_trace v1\n# model= arch= n_layer=3 n_expert=1 n_expert_used=1\n"
+                     "# layer=0 expert_bytes=0 dense_bytes=0\n# layer=1 expert_bytes=0 dense_bytes=0\n"
+                     "# layer=2 expert_bytes=0 dense_bytes=0\n" + csv),
+            "");
+}
+
 }  // namespace
 }  // namespace moetier::test

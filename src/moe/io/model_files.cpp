@@ -115,14 +115,18 @@ std::string ModelFiles::probe_direct(uint32_t i) const {
   const File& f = files_[i];
   constexpr uint64_t kWindow = 64 * 1024;  // bytes per probe: a few pages, cheap at open
   AnonBuffer a(kWindow, "direct I/O probe"), b(kWindow, "direct I/O probe");
-  const uint64_t last = f.size > kWindow ? round_down(f.size - kWindow, kPage) : 0;
+  // Whole pages only, none past the end of the file: what direct reads are asked for (see next_chunk).
+  const uint64_t pages_end = round_down(f.size, kPage);
+  const uint64_t last = pages_end > kWindow ? pages_end - kWindow : 0;
   for (const uint64_t off : {uint64_t{0}, round_down(f.size / 2, kPage), last}) {
-    const int64_t rd = pread_full(f.direct_fd, off, kWindow, a.data());
+    const uint64_t len = std::min(kWindow, pages_end - std::min(off, pages_end));
+    if (len == 0) continue;
+    const int64_t rd = pread_full(f.direct_fd, off, len, a.data());
     if (rd < 0) {
       return fmt::format("O_DIRECT read of {} at offset {} failed: {}", f.path.string(), off,
                          std::strerror(static_cast<int>(-rd)));
     }
-    const int64_t rb = pread_full(f.buffered_fd, off, kWindow, b.data());
+    const int64_t rb = pread_full(f.buffered_fd, off, len, b.data());
     if (rb < 0) {
       fail("cannot read {} at offset {}: {}", f.path.string(), off, std::strerror(static_cast<int>(-rb)));
     }
@@ -133,10 +137,22 @@ std::string ModelFiles::probe_direct(uint32_t i) const {
   return {};
 }
 
+ModelFiles::Chunk ModelFiles::next_chunk(uint32_t f, uint64_t pos, uint64_t left) const {
+  const File& file = files_[f];
+  if (direct_ && pos % kPage == 0 && left >= kPage) return {file.direct_fd, round_down(left, kPage)};
+  return {file.buffered_fd, left};
+}
+
 uint64_t ModelFiles::read_window(uint32_t f, uint64_t offset, uint64_t len, uint8_t* dst) const {
-  const int64_t r = pread_full(read_fd(f), offset, len, dst);
-  if (r < 0) fail("{}", describe_failure(f, offset, len, r));
-  return static_cast<uint64_t>(r);
+  uint64_t done = 0;
+  while (done < len) {
+    const Chunk c = next_chunk(f, offset + done, len - done);
+    const int64_t r = pread_full(c.fd, offset + done, c.len, dst + done);
+    if (r < 0) fail("{}", describe_failure(f, offset + done, c.len, r));
+    done += static_cast<uint64_t>(r);
+    if (static_cast<uint64_t>(r) < c.len) break;  // end of file
+  }
+  return done;
 }
 
 std::string ModelFiles::describe_failure(uint32_t fi, uint64_t offset, uint64_t want, int64_t result) const {

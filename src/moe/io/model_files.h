@@ -7,6 +7,8 @@
 // is refused (EINVAL on tmpfs or overlay file systems), fails, or returns different bytes, every read uses the
 // buffered descriptor instead and direct_note() says why. Direct reads need 4096-byte aligned offsets, lengths
 // and addresses (io::kPage); buffered reads accept the same windows, so callers never care which is active.
+// A window may end at the end of a file that ends mid-page: rounding its length up to a page would ask for bytes
+// past the end of the file, so it is clipped there instead and its unaligned tail is read buffered (next_chunk).
 //
 // Thread-safety: after construction everything is read-only; pread on the descriptors is safe from any thread.
 #pragma once
@@ -40,16 +42,25 @@ class ModelFiles {
   size_t count() const { return files_.size(); }
   const std::filesystem::path& path(uint32_t f) const { return files_[f].path; }
   uint64_t size(uint32_t f) const { return files_[f].size; }  // bytes, as found at open
-  // The descriptor reads of file `f` go through: direct when direct() is true, buffered otherwise.
-  int read_fd(uint32_t f) const { return direct_ ? files_[f].direct_fd : files_[f].buffered_fd; }
   int buffered_fd(uint32_t f) const { return files_[f].buffered_fd; }
   bool direct() const { return direct_; }
   // "direct I/O" or "buffered pread (REASON)", for the start log.
   const std::string& direct_note() const { return note_; }
 
-  // Reads [offset, offset + len) of file `f` into dst through read_fd (so offset, len and dst must be
-  // kPage-aligned when direct()), retrying short reads; returns the bytes read, which are fewer than len only at
-  // the end of the file. Throws moetier::Error naming the file and offset on a read error.
+  // One read of a window: `len` bytes at the window's unread part [pos, pos + left) of file `f`, through `fd`.
+  struct Chunk {
+    int fd = -1;
+    uint64_t len = 0;
+  };
+  // The next read of a window whose unread part is [pos, pos + left): through the direct descriptor for its
+  // whole pages when direct() and pos is page-aligned, otherwise (a tail shorter than a page, which only the
+  // window that ends at the end of the file has) through the buffered one. The read engines and read_window
+  // issue every read through it, so no read asks for bytes past the end of the file.
+  Chunk next_chunk(uint32_t f, uint64_t pos, uint64_t left) const;
+
+  // Reads [offset, offset + len) of file `f` into dst (offset and dst kPage-aligned when direct(), and len too
+  // unless the window ends at the end of the file), retrying short reads; returns the bytes read, which are fewer
+  // than len only at the end of the file. Throws moetier::Error naming the file and offset on a read error.
   uint64_t read_window(uint32_t f, uint64_t offset, uint64_t len, uint8_t* dst) const;
 
   // A sentence for a read of `want` bytes at `offset` of file `f` that returned `result` (bytes, or -errno):

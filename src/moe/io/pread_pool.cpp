@@ -85,10 +85,10 @@ void PreadPool::lane() {
     if (q.inject_failure) {
       result = -EIO;
     } else {
-      const int fd = files_.read_fd(q.op.file);
       uint64_t got = 0;
       while (got < q.op.length) {
-        const ssize_t r = ::pread(fd, q.op.dst + got, q.op.length - got, static_cast<off_t>(q.op.offset + got));
+        const ModelFiles::Chunk c = files_.next_chunk(q.op.file, q.op.offset + got, q.op.length - got);
+        const ssize_t r = ::pread(c.fd, q.op.dst + got, c.len, static_cast<off_t>(q.op.offset + got));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
           result = -errno;

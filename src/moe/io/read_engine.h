@@ -23,7 +23,7 @@ namespace moetier::moe::io {
 struct ReadOp {
   uint32_t file = 0;    // index into ModelFiles
   uint64_t offset = 0;  // bytes; kPage-aligned when the files are direct
-  uint64_t length = 0;  // bytes; kPage-aligned when the files are direct
+  uint64_t length = 0;  // bytes; kPage-aligned when the files are direct, unless the window ends at the file's end
   uint8_t* dst = nullptr;  // kPage-aligned when the files are direct; must stay valid until wait() returns the op
   uint64_t tag = 0;     // returned unchanged in ReadDone
 };

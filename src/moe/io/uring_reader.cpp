@@ -69,9 +69,9 @@ void UringReader::start(uint32_t i) {
   Entry& e = entries_[i];
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   assert(sqe != nullptr && "ring depth equals the lane count, so a free lane has a free sqe");
-  const uint64_t n = std::min(e.op.length - e.got, kMaxChunk);
-  io_uring_prep_read(sqe, files_.read_fd(e.op.file), e.op.dst + e.got, static_cast<unsigned>(n),
-                     e.op.offset + e.got);
+  const ModelFiles::Chunk c = files_.next_chunk(e.op.file, e.op.offset + e.got, e.op.length - e.got);
+  const uint64_t n = std::min(c.len, kMaxChunk);  // kMaxChunk is whole pages, so a direct chunk stays aligned
+  io_uring_prep_read(sqe, c.fd, e.op.dst + e.got, static_cast<unsigned>(n), e.op.offset + e.got);
   io_uring_sqe_set_data64(sqe, i);
   ++in_kernel_;
 }
