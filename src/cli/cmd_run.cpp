@@ -92,7 +92,6 @@ struct ChatFlags {
     o.format = format == "auto" ? chat::detect_format(md) : chat::parse_format(format);
     o.no_think = no_think;
     o.system_prompt = system;
-    fmt::print(stderr, "chat format: {}{}\n", chat::format_name(o.format), no_think ? " (no think)" : "");
     std::string missing;
     for (const std::string_view m : chat::control_markers(o)) {
       if (!tok.find_token(m)) missing += (missing.empty() ? "" : " ") + std::string(m);
@@ -103,6 +102,8 @@ struct ChatFlags {
                  "model sees no chat turns (is --chat-format right for this model?)\n",
                  missing, missing.find(' ') == std::string::npos ? "" : "s", chat::format_name(o.format));
     }
+    // Last, after any warning: chat's tests (and a user) take this line as "ready for input".
+    fmt::print(stderr, "chat format: {}{}\n", chat::format_name(o.format), no_think ? " (no think)" : "");
     return o;
   }
 };
