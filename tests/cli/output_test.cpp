@@ -24,19 +24,7 @@ std::string slurp(const std::string& path) {
 }
 
 // Runs moetier with its stdout on /dev/full; the result's output is its stderr.
-test::CliResult run_to_full_disk(const std::string& args) {
-  test::CliResult r;
-  const std::string cmd = test::cli_path() + " " + args + " 2>&1 >/dev/full";
-  std::FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.signaled = WIFSIGNALED(status) || (r.exit_code > 128 && r.exit_code < 160);
-  return r;
-}
+test::CliResult run_to_full_disk(const std::string& args) { return test::run_cli(args, "2>&1 >/dev/full"); }
 
 void expect_write_failure(const test::CliResult& r) {
   EXPECT_EQ(r.exit_code, 1) << r.output;

@@ -17,9 +17,10 @@ struct CliResult {
   std::string output;     // stdout and stderr together
 };
 
-inline CliResult run_cli(const std::string& args) {
+// `redirect` is the shell redirection after the arguments: stderr joins stdout by default.
+inline CliResult run_cli(const std::string& args, const std::string& redirect = "2>&1") {
   CliResult r;
-  const std::string cmd = cli_path() + " " + args + " 2>&1";
+  const std::string cmd = cli_path() + " " + args + " " + redirect;
   std::FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf;

@@ -6,8 +6,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gguf/gguf.h"
+#include "util/error.h"
 
 namespace moetier::gguf::test_raw {
 
@@ -70,5 +76,18 @@ struct RawGguf {
     return *this;
   }
 };
+
+// Opening `p` throws an Error whose message names the file and contains every word in `words`.
+inline void expect_open_error(const std::filesystem::path& p, std::initializer_list<std::string> words) {
+  SCOPED_TRACE(p.filename().string());
+  try {
+    GgufModel::open(p);
+    ADD_FAILURE() << "expected an Error opening " << p;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(p.filename().string()), std::string::npos) << "message does not name the file: " << msg;
+    for (const auto& w : words) EXPECT_NE(msg.find(w), std::string::npos) << "missing '" << w << "' in: " << msg;
+  }
+}
 
 }  // namespace moetier::gguf::test_raw
