@@ -10,6 +10,8 @@
 #                      of the shared traces
 #   fuzz_metrics_csv   the metrics-CSV reader and `report`'s page; seeds: fuzz/seeds/metrics_csv (`run --csv`)
 #   fuzz_token_input   `--tokens` JSON; seeds: fuzz/seeds/token_input
+#   fuzz_openai_request  `serve`'s request bodies (chat, completions, tokenize, detokenize); seeds:
+#                      fuzz/seeds/openai_request
 # Crash, leak, timeout and out-of-memory inputs are written to build/fuzz/artifacts/<target>/; the corpora grow
 # across runs. To reproduce a finding: build/fuzz/fuzz/<target> ARTIFACT (for fuzz_tokenizer, with the
 # MOETIER_FUZZ_VOCABS this script prints, since the first byte picks the vocab by its place in that list).
@@ -22,7 +24,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 build="build/fuzz"
 shared="$root/../shared"
-all_targets=(fuzz_gguf_header fuzz_tokenizer fuzz_route_trace fuzz_metrics_csv fuzz_token_input)
+all_targets=(fuzz_gguf_header fuzz_tokenizer fuzz_route_trace fuzz_metrics_csv fuzz_token_input fuzz_openai_request)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 cmake --preset fuzz >/dev/null
@@ -72,6 +74,7 @@ seed() {
       ;;
     fuzz_metrics_csv) cp fuzz/seeds/metrics_csv/* "$dir/" ;;
     fuzz_token_input) cp fuzz/seeds/token_input/* "$dir/" ;;
+    fuzz_openai_request) cp fuzz/seeds/openai_request/* "$dir/" ;;
     *) echo "fuzz.sh: unknown target '$1' (targets: ${all_targets[*]})" >&2; exit 2 ;;
   esac
 }

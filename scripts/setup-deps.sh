@@ -8,6 +8,7 @@ pkgs=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libpcre2-dev libutf8proc-dev liburing-dev libhwy-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev chromium
   clang-14 libclang-rt-14-dev lld-14 jq fio
 )
 
@@ -15,6 +16,10 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node and npm run the server tests' official `openai` client (installed by the test from the npm registry). The
+# machines may have them from elsewhere (NodeSource), whose packages conflict with Debian's: only absent ones come
+# from Debian.
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup-deps: all ${#pkgs[@]} packages present"
   exit 0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs the packages, builds, runs every test (unit,
-# oracle and CLI) in Release, runs the unit tests again under ASan + UBSan, then runs every libFuzzer target (GGUF
+# oracle, CLI, and the server's over HTTP with the `openai` npm client, fetched from the npm registry, and headless
+# Chromium) in Release, runs the unit tests again under ASan + UBSan, then runs every libFuzzer target (GGUF
 # header, tokenizers, route trace, metrics CSV, --tokens JSON) for a bounded time. Exit status non-zero on any
 # failure.
 #   MOETIER_FUZZ_SECONDS   fuzzing time per target (default 30: about 2.5 min for the five, plus their build;

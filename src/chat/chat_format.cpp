@@ -9,12 +9,28 @@ namespace {
 
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
 
-// gpt-oss's default system message in the harmony format; the reasoning level is part of it.
-constexpr std::string_view kHarmonySystem =
-    "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n\nReasoning: medium\n\n"
-    "# Valid channels: analysis, commentary, final. Channel must be included for every message.";
-
 }  // namespace
+
+std::string_view reasoning_effort_level(std::string_view effort) {
+  for (std::string_view level : {"low", "medium", "high"})
+    if (effort == level) return level;
+  fail("reasoning effort '{}' is not known; choose low, medium or high", effort);
+}
+
+std::string harmony_system_message(std::string_view effort) {
+  // gpt-oss's chat template (build_system_message) without its "Current date:" line, so a prompt does not
+  // depend on the day it is rendered.
+  return fmt::format(
+      "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+      "2024-06\n\nReasoning: {}\n\n# Valid channels: analysis, commentary, final. Channel must be included for "
+      "every message.<|end|>",
+      reasoning_effort_level(effort));
+}
+
+std::string harmony_developer_message(std::string_view instructions) {
+  if (instructions.empty()) return {};
+  return fmt::format("<|start|>developer<|message|># Instructions\n\n{}\n\n<|end|>", instructions);
+}
 
 std::string_view format_name(Format f) {
   switch (f) {
@@ -45,6 +61,7 @@ Format detect_format(const gguf::Metadata& md) {
 }
 
 std::string render_user_turn(const Options& o, std::string_view msg, bool first, bool close_previous) {
+  reasoning_effort_level(o.reasoning_effort);  // an unknown level is an error in every format, not only harmony
   std::string s;
   switch (o.format) {
     case Format::chatml:
@@ -55,11 +72,7 @@ std::string render_user_turn(const Options& o, std::string_view msg, bool first,
       return s;
     case Format::harmony:
       if (close_previous) s += "<|end|>";
-      if (first) {
-        s += fmt::format("<|start|>system<|message|>{}<|end|>", kHarmonySystem);
-        if (!o.system_prompt.empty())
-          s += fmt::format("<|start|>developer<|message|># Instructions\n\n{}<|end|>", o.system_prompt);
-      }
+      if (first) s += harmony_system_message(o.reasoning_effort) + harmony_developer_message(o.system_prompt);
       s += fmt::format("<|start|>user<|message|>{}<|end|><|start|>assistant", msg);
       if (o.no_think) s += "<|channel|>final<|message|>";
       return s;

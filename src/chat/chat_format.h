@@ -29,6 +29,7 @@ struct Options {
   Format format = Format::chatml;
   bool no_think = false;       // ChatML: add the empty think block; harmony: answer in the final channel at once
   std::string system_prompt;   // optional system message (ChatML, harmony); Mistral prepends it to the first turn
+  std::string reasoning_effort = "medium";  // harmony's "Reasoning:" level in the system message: low, medium, high
 };
 
 // Renders one user turn and the opening of the assistant's reply. `first` is true for the first turn of a
@@ -37,6 +38,15 @@ struct Options {
 // evaluating it): the rendered text then begins by closing that reply, so the KV cache holds a well-formed
 // conversation across turns.
 std::string render_user_turn(const Options& opts, std::string_view user_message, bool first, bool close_previous);
+
+// The reasoning levels harmony's system message names: returns `effort` when it is "low", "medium" or "high";
+// throws moetier::Error naming it otherwise.
+std::string_view reasoning_effort_level(std::string_view effort);
+// Harmony's system message (gpt-oss's chat template, without its "Current date:" line) with the given
+// reasoning level, and its developer message ("# Instructions\n\n{instructions}\n\n"; empty text for empty
+// instructions). Shared by render_user_turn() and render_conversation() so the two lay out the same text.
+std::string harmony_system_message(std::string_view effort);
+std::string harmony_developer_message(std::string_view instructions);
 
 // The control-token texts the turns of `opts` are made of (what render_user_turn() writes; for harmony also the
 // channel marker a reply starts with): a vocabulary without one of them tokenizes it as plain text and the model

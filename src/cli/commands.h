@@ -12,5 +12,6 @@ void register_run(CLI::App& app);   // run and chat
 void register_eval(CLI::App& app);
 void register_replay(CLI::App& app);  // route-trace cache simulator
 void register_report(CLI::App& app);  // metrics CSV to an HTML page
+void register_serve(CLI::App& app);   // the OpenAI-compatible HTTP server
 
 }  // namespace moetier::cli

@@ -1,5 +1,5 @@
-// Ctrl-C (SIGINT) and SIGTERM during `run` and `chat`: the first one asks generation to stop, the second ends the
-// process at once. The handler only stores the signal in a lock-free atomic and writes a byte to a pipe (both
+// Ctrl-C (SIGINT) and SIGTERM during `run`, `chat` and `serve`: the first one asks generation (or the server) to
+// stop, the second ends the process at once. The handler only stores the signal in a lock-free atomic and writes a byte to a pipe (both
 // async-signal-safe); generation checks the flag between tokens and between prefill chunks, and chat's input
 // reader wakes on the pipe. A stopped run prints its summary and closes its files; main() then ends the process
 // with the signal's default action (exit status 130 for SIGINT, 143 for SIGTERM, as a shell reports it), so a

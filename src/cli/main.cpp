@@ -1,6 +1,6 @@
 // moetier: run Mixture-of-Experts GGUF models larger than memory. Entry point: parses the subcommand and maps
 // errors to exit codes (1: bad input, a runtime error or standard output that could not be written; CLI11's code,
-// above 100, for a command line it cannot parse; a run or chat stopped by Ctrl-C or SIGTERM ends, after its
+// above 100, for a command line it cannot parse; a run, chat or server stopped by Ctrl-C or SIGTERM ends, after its
 // summary, as that signal's default action would: 130 or 143 in a shell).
 #include <cerrno>
 #include <cstdio>
@@ -37,14 +37,15 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "moetier " MOETIER_VERSION);
   app.require_subcommand(1);
   app.footer("Exit status: 0 on success; 1 for bad input, a runtime error or standard output that could not be "
-             "written; above 100 for a command line that does not parse. Ctrl-C (SIGINT) or SIGTERM stops `run` "
-             "and `chat` after the summary with the signal's status (130, 143); a second one ends at once.");
+             "written; above 100 for a command line that does not parse. Ctrl-C (SIGINT) or SIGTERM stops `run`, "
+             "`chat` and `serve` after the summary with the signal's status (130, 143); a second one ends at once.");
   moetier::cli::register_inspect(app);
   moetier::cli::register_synth(app);
   moetier::cli::register_run(app);
   moetier::cli::register_eval(app);
   moetier::cli::register_replay(app);
   moetier::cli::register_report(app);
+  moetier::cli::register_serve(app);
   try {
     try {
       app.parse(argc, argv);

@@ -16,11 +16,12 @@ uint64_t mul_sat(uint64_t a, uint64_t b) {
 
 }  // namespace
 
-ContextBytes context_bytes(const model::ArchSummary& s, int64_t n_ctx, model::KvType kv_type, int threads) {
+ContextBytes context_bytes(const model::ArchSummary& s, int64_t n_ctx, model::KvType kv_type, int threads, int n_seq) {
   const uint64_t elem = kv_type == model::KvType::f32 ? 4 : 2;
   const auto ctx = static_cast<uint64_t>(std::max<int64_t>(n_ctx, 0));
   ContextBytes b;
-  b.kv = mul_sat(mul_sat(static_cast<uint64_t>(s.kv_elements_per_position), ctx), elem);
+  b.kv = mul_sat(mul_sat(mul_sat(static_cast<uint64_t>(s.kv_elements_per_position), ctx), elem),
+                 static_cast<uint64_t>(std::max(n_seq, 1)));
   b.scores = mul_sat(mul_sat(mul_sat(ctx, static_cast<uint64_t>(s.max_query_heads_per_kv)),
                              static_cast<uint64_t>(std::max(threads, 1))),
                      sizeof(float));

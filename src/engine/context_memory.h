@@ -1,5 +1,5 @@
-// Memory that grows with the context, which the expert placement and the cache budget must leave room for:
-// the KV cache (K and V of every layer, kv_elements_per_position elements of the KV type per position) and the
+// Memory that grows with the context (and with the number of sequences, which each keep one), which the expert
+// placement and the cache budget must leave room for: the KV cache (K and V of every layer, kv_elements_per_position elements of the KV type per position) and the
 // attention's score rows (model/attention.h: per compute thread, one KV head's query heads' scores over n_ctx
 // positions, float32). Sizes come from the architecture (model::ArchSummary), not from raw metadata reads.
 #pragma once
@@ -18,6 +18,8 @@ struct ContextBytes {
   uint64_t total() const { return kv > UINT64_MAX - scores ? UINT64_MAX : kv + scores; }
 };
 
-ContextBytes context_bytes(const model::ArchSummary& s, int64_t n_ctx, model::KvType kv_type, int threads);
+// n_seq: KV caches of n_ctx positions each (ModelOptions::n_seq); the score rows are per thread, shared by them.
+ContextBytes context_bytes(const model::ArchSummary& s, int64_t n_ctx, model::KvType kv_type, int threads,
+                           int n_seq = 1);
 
 }  // namespace moetier::engine

@@ -120,11 +120,14 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   opts.kv_type = cfg.kv_type;
   opts.n_expert_used = cfg.n_expert_used;
   opts.rounding = cfg.rounding;
-  const ContextBytes ctx_bytes = context_bytes(arch, opts.n_ctx, cfg.kv_type, cfg.threads);
+  opts.n_seq = cfg.n_seq;
+  const ContextBytes ctx_bytes = context_bytes(arch, opts.n_ctx, cfg.kv_type, cfg.threads, cfg.n_seq);
   if (const uint64_t avail = moe::mem_available_bytes(); ctx_bytes.total() > avail) {
-    fail("-c {}: the KV cache and the attention scores of {} positions need {:.0f} MiB, more than the {:.0f} MiB of "
-         "available memory; lower -c",
-         opts.n_ctx, opts.n_ctx, static_cast<double>(ctx_bytes.total()) / kMiB, static_cast<double>(avail) / kMiB);
+    fail("-c {}: the KV cache{} and the attention scores of {} positions need {:.0f} MiB, more than the {:.0f} MiB of "
+         "available memory; lower -c{}",
+         opts.n_ctx, cfg.n_seq > 1 ? fmt::format("s of {} sequences", cfg.n_seq) : "", opts.n_ctx,
+         static_cast<double>(ctx_bytes.total()) / kMiB, static_cast<double>(avail) / kMiB,
+         cfg.n_seq > 1 ? " or --parallel" : "");
   }
   // What the settings ask of the routed experts, checked from the headers before anything is read or mapped.
   const auto layout = moe::ExpertLayout::from_model(*e->file_);
@@ -171,10 +174,11 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                            dense > 0 ? fmt::format(" (from block {})", info.moe_layers.front()) : "", info.n_expert,
                            info.n_expert_used);
   }
-  log("model", fmt::format("{} ({}, {} layers, n_embd {}, n_vocab {}{}), context {} tokens{}, KV cache {} ({:.1f} "
+  log("model", fmt::format("{} ({}, {} layers, n_embd {}, n_vocab {}{}), context {} tokens{}, KV cache {}{} ({:.1f} "
                            "MiB) + attention scores ({:.1f} MiB), loaded in {:.2f} s",
                            cfg.model, info.architecture, info.n_layer, info.n_embd, info.n_vocab, moe_part, info.n_ctx,
                            cfg.n_ctx > 0 ? "" : " (the model's default)", model::kv_type_name(cfg.kv_type),
+                           info.n_seq > 1 ? fmt::format(" x {} sequences", info.n_seq) : "",
                            static_cast<double>(ctx_bytes.kv) / kMiB, static_cast<double>(ctx_bytes.scores) / kMiB,
                            e->load_seconds_));
   if (cfg.n_expert_used > 0 && info.n_moe_layers == 0) {

@@ -1,8 +1,8 @@
 // The composition root: one function turns an EngineConfig into a loaded engine — the opened file, the model
 // built over it, the routed-experts source it computes from (resident in the mapping, or streamed from the file
 // through the RAM expert cache), an optional route replay, and the run recorder (metrics CSV, progress, route
-// trace, summary) — and records every decision of the start log with its reason. `run`, `chat` and `eval` load
-// through it (and `serve` will), so each command runs a model exactly as the others do.
+// trace, summary) — and records every decision of the start log with its reason. `run`, `chat`, `eval` and
+// `serve` load through it, so each command runs a model exactly as the others do.
 //
 //   engine::EngineConfig cfg{.model = "qwen3-30b-a3b.gguf"};
 //   auto e = engine::load_engine(cfg);                  // logs "experts: stream (...)", "cache auto: ...", "model: ..."

@@ -1,5 +1,5 @@
-// Everything that decides how a model is loaded and run, as one value: what `run`, `chat`, `eval` (and later
-// `serve`) fill from their flags and hand to load_engine() (engine/engine.h). Fields are parsed values, not flag
+// Everything that decides how a model is loaded and run, as one value: what `run`, `chat`, `eval` and
+// `serve` fill from their flags and hand to load_engine() (engine/engine.h). Fields are parsed values, not flag
 // text: the CLI checks and converts its inputs, naming the flag, and the engine decides each `auto` (logging the
 // choice and its reason). Sizes are MiB where the flag is MiB.
 #pragma once
@@ -52,6 +52,8 @@ struct EngineConfig {
   std::string model;        // GGUF path (for a split model, any shard)
   int64_t n_ctx = 0;        // KV cache positions; 0: the architecture's default (model::default_context)
   int64_t n_batch = 512;    // most prompt tokens per forward pass (capped at n_ctx)
+  int n_seq = 1;            // sequences with their own KV cache of n_ctx positions (serve --parallel), at most
+                            // model::kMaxSequences
   int threads = 0;          // compute threads; 0: one per hardware thread
   model::KvType kv_type = model::KvType::f16;
   int64_t n_expert_used = 0;  // top-k override (lossy); 0: the model's (or a route replay's)

@@ -20,6 +20,8 @@ DecoderModel::DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp,
   if (opts.n_ctx < 0) fail("context size {} is negative", opts.n_ctx);
   if (opts.n_batch < 1) fail("batch size {} must be at least 1", opts.n_batch);
   if (opts.threads < 1 || opts.threads > 1024) fail("thread count {} is out of range, expected 1..1024", opts.threads);
+  if (opts.n_seq < 1 || opts.n_seq > kMaxSequences)
+    fail("sequence count {} is out of range, expected 1..{}", opts.n_seq, kMaxSequences);
   info_.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : default_context(ArchSummary{.n_ctx_train = hp.n_ctx_train});
   info_.n_batch = std::min(opts.n_batch, info_.n_ctx);
   tok_embd_ = bind_.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
@@ -34,7 +36,9 @@ void DecoderModel::setup(const DecoderSizes& s) {
   info_.n_expert = info_.n_moe_layers > 0 ? moe_.hparams().n_expert : 0;
   info_.n_expert_used = info_.n_moe_layers > 0 ? moe_.hparams().n_expert_used : 0;
   const int64_t K = std::max<int64_t>(info_.n_expert_used, 1);
-  kv_ = KvCache(hp_.n_layer, info_.n_ctx, s.kv_width, opts_.kv_type);
+  info_.n_seq = opts_.n_seq;
+  kv_.clear();
+  for (int q = 0; q < opts_.n_seq; ++q) kv_.emplace_back(hp_.n_layer, info_.n_ctx, s.kv_width, opts_.kv_type);
   compute::CpuBackendOptions bo;
   bo.max_cols = std::max(s.max_cols, D);
   bo.max_tok = B;
@@ -87,10 +91,16 @@ void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::sp
   backend_->matmul(output_, xn_.host(), logits.data(), rows);
 }
 
+void DecoderModel::set_sequence(int seq) {
+  if (seq < 0 || seq >= info_.n_seq)
+    fail("sequence {} does not exist: the model has {} (0..{})", seq, info_.n_seq, info_.n_seq - 1);
+  seq_ = seq;
+}
+
 void DecoderModel::attention_block(int64_t il, float* x, const std::vector<float>& norm, Attention& attn,
                                    const AttentionWeights& w, int64_t pos0, int64_t n_tok) {
   rms_norm(x, norm.data(), xn_.host(), n_tok, hp_.n_embd, hp_.norm_eps);
-  attn.forward(w, kv_, il, xn_.host(), pos0, n_tok, tmp_.host(), *backend_);
+  attn.forward(w, kv_[static_cast<size_t>(seq_)], il, xn_.host(), pos0, n_tok, tmp_.host(), *backend_);
   add_residual(x, tmp_.host(), n_tok * hp_.n_embd);
 }
 

@@ -34,6 +34,7 @@ class DecoderModel : public Model {
   const ModelInfo& info() const override { return info_; }
   void forward(std::span<const int32_t> tokens, int64_t pos, std::span<float> logits, LogitsMode mode,
                std::span<int32_t> routing) override;
+  void set_sequence(int seq) override;
 
  protected:
   DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp, const ModelOptions& opts);
@@ -66,7 +67,8 @@ class DecoderModel : public Model {
   ModelOptions opts_;
   ModelInfo info_;
   MoeLayers moe_;  // the routed-expert layers; empty for a dense model
-  KvCache kv_;
+  std::vector<KvCache> kv_;  // [n_seq]: one KV cache per sequence
+  int seq_ = 0;              // the sequence forward() runs in
   std::unique_ptr<compute::Backend> backend_;  // runs every product; the CPU backend today
   compute::Activations xn_;   // [n_batch, n_embd]: normalised residual, input of a block
   compute::Activations tmp_;  // [n_batch, n_embd]: block output before it joins the residual

@@ -13,8 +13,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-Generator::Generator(Model& model, sample::Sampler& sampler, StepHooks* hooks)
-    : model_(model), sampler_(sampler), hooks_(hooks), logits_(static_cast<size_t>(model.info().n_vocab)) {
+Generator::Generator(Model& model, sample::Sampler& sampler, StepHooks* hooks, int seq)
+    : model_(model), sampler_(&sampler), hooks_(hooks), seq_(seq), logits_(static_cast<size_t>(model.info().n_vocab)) {
+  model_.set_sequence(seq_);  // checks the sequence exists
   history_.reserve(static_cast<size_t>(model.info().n_ctx));
 }
 
@@ -34,6 +35,7 @@ bool Generator::prefill(std::span<const int32_t> tokens) {
     const int64_t len = std::min(n_batch, n - i);
     const auto chunk = tokens.subspan(static_cast<size_t>(i), static_cast<size_t>(len));
     const auto routing = routing_for(len);
+    model_.set_sequence(seq_);
     model_.forward(chunk, n_past(), logits_, LogitsMode::last, routing);
     if (hooks_ && !routing.empty()) hooks_->routed(n_past(), len, routing);
     history_.insert(history_.end(), chunk.begin(), chunk.end());
@@ -66,7 +68,7 @@ std::span<int32_t> Generator::routing_for(int64_t n) {
 
 int32_t Generator::sample() {
   if (!have_logits_) fail("nothing to sample from: the context is empty");
-  return sampler_.sample(logits_, history_);
+  return sampler_->sample(logits_, history_);
 }
 
 void Generator::decode(int32_t token) {
@@ -74,6 +76,7 @@ void Generator::decode(int32_t token) {
   if (hooks_) hooks_->begin(false);
   const auto t0 = std::chrono::steady_clock::now();
   const auto routing = routing_for(1);
+  model_.set_sequence(seq_);
   model_.forward({&token, 1}, n_past(), logits_, LogitsMode::last, routing);
   if (hooks_ && !routing.empty()) hooks_->routed(n_past(), 1, routing);
   history_.push_back(token);

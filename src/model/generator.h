@@ -31,7 +31,9 @@ class Generator {
  public:
   // `model` and `sampler` must outlive the generator. Allocates the logits buffer [n_vocab] and reserves the
   // history for n_ctx tokens once.
-  Generator(Model& model, sample::Sampler& sampler, StepHooks* hooks = nullptr);
+  // `seq`: the model's sequence (KV cache) this generator's context lives in (Model::set_sequence), selected before
+  // every forward pass, so generators on different sequences of one model may take turns.
+  Generator(Model& model, sample::Sampler& sampler, StepHooks* hooks = nullptr, int seq = 0);
 
   // Runs `tokens` after the current context, in chunks of the model's n_batch (the prefill). Throws
   // moetier::Error when they do not fit in the context, saying how many tokens are free. Returns false when the
@@ -44,6 +46,8 @@ class Generator {
   // Drops the tokens after the first `n_past` from the context (chat drops a turn whose prefill was stopped). The
   // KV cache rows past it are simply overwritten later. There are no logits to sample from until the next run.
   void rewind(int64_t n_past);
+  // Samples with `sampler` from now on (a server's slot takes each request's settings); it must outlive its use.
+  void set_sampler(sample::Sampler& sampler) { sampler_ = &sampler; }
   // Samples the next token from the logits of the last token run. Does not run it.
   int32_t sample();
   // Makes every later forward pass fill a routing buffer [n_batch, n_moe_layers, n_expert_used] (allocated here,
@@ -65,8 +69,9 @@ class Generator {
 
  private:
   Model& model_;
-  sample::Sampler& sampler_;
+  sample::Sampler* sampler_;      // never null
   StepHooks* hooks_;              // may be null
+  int seq_;                       // the model's sequence
   const std::atomic<int>* stop_ = nullptr;  // may be null
   std::vector<float> logits_;     // [n_vocab]: the last token's logits
   std::vector<int32_t> history_;  // [n_past]: every token in the KV cache

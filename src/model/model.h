@@ -43,6 +43,9 @@ struct ModelOptions {
   // Threads for the matrix products (the CLI's -t): the model owns a pool of this many threads, the caller of
   // forward() included, created once at load. 1 = no worker threads.
   int threads = 1;
+  // Independent sequences, each with its own KV cache of n_ctx positions (`serve --parallel`): set_sequence()
+  // chooses the one forward() runs in. The activation buffers and the experts are shared; sequences run in turn.
+  int n_seq = 1;
 };
 
 struct ModelInfo {
@@ -56,6 +59,7 @@ struct ModelInfo {
   std::vector<int64_t> moe_layers;  // [n_moe_layers]: block index of each MoE layer (model/moe_layers.h), ascending
   int64_t n_expert = 0;      // experts per MoE layer (0 for dense models)
   int64_t n_expert_used = 0; // experts chosen per token (after any override)
+  int n_seq = 1;             // KV caches (ModelOptions::n_seq)
 };
 
 // What an architecture says about a file before loading it: the sizes that its defaults and memory estimates
@@ -74,6 +78,8 @@ struct ArchSummary {
 // The context a model gets when none is asked for: its training context, at most kMaxDefaultContext positions
 // (the KV cache grows with it).
 inline constexpr int64_t kMaxDefaultContext = 4096;
+// The most sequences (KV caches) a model keeps (ModelOptions::n_seq).
+inline constexpr int kMaxSequences = 64;
 int64_t default_context(const ArchSummary& s);
 
 enum class LogitsMode { all, last };
@@ -92,6 +98,9 @@ class Model {
   // Throws moetier::Error for a token id outside the vocabulary, a full context or wrongly sized spans.
   virtual void forward(std::span<const int32_t> tokens, int64_t pos, std::span<float> logits, LogitsMode mode,
                        std::span<int32_t> routing = {}) = 0;
+  // Makes later forward() calls read and write sequence `seq`'s KV cache, 0 <= seq < info().n_seq (0 at load).
+  // Throws moetier::Error for a sequence outside that range.
+  virtual void set_sequence(int seq) = 0;
 };
 
 // Builds the model named by the file's general.architecture. `file` must outlive the model. Routed experts come

@@ -21,6 +21,14 @@ void check_params(const SamplerParams& p, int64_t n_vocab) {
   if (!(p.repeat_penalty > 0.0f && std::isfinite(p.repeat_penalty)))
     fail("sampler: repeat_penalty {} must be a finite number > 0", p.repeat_penalty);
   if (p.repeat_last_n < 0) fail("sampler: repeat_last_n {} must be >= 0", p.repeat_last_n);
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f))
+    fail("sampler: presence_penalty {} must be a number in [-2, 2]", p.presence_penalty);
+  if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f))
+    fail("sampler: frequency_penalty {} must be a number in [-2, 2]", p.frequency_penalty);
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || id >= n_vocab) fail("sampler: logit_bias token {} is outside the vocabulary (0..{})", id, n_vocab - 1);
+    if (!(bias >= -100.0f && bias <= 100.0f)) fail("sampler: logit_bias {} of token {} must be in [-100, 100]", bias, id);
+  }
 }
 
 }  // namespace
@@ -34,19 +42,33 @@ double Sampler::uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   const size_t n_vocab = cand_.size();
-  if (p_.temperature <= 0.0f && p_.repeat_penalty == 1.0f) return argmax(logits);
+  const bool penalties =
+      p_.repeat_last_n > 0 && (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f);
+  if (p_.temperature <= 0.0f && !penalties && p_.logit_bias.empty()) return argmax(logits);
 
   for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
-  if (p_.repeat_penalty != 1.0f && p_.repeat_last_n > 0) {
+  for (const auto& [id, bias] : p_.logit_bias) cand_[static_cast<size_t>(id)].logit += bias;
+  if (penalties) {
+    // llama.cpp's penalties sampler: each token seen in the window is penalised once, first by the repeat
+    // penalty, then by frequency_penalty x its count and presence_penalty. prob_ (unused until the softmax
+    // below) holds the counts, so this needs no allocation: zeroed at the window's ids, counted, then read once
+    // per distinct id (its count set to -1 once applied).
     const size_t n = std::min(history.size(), static_cast<size_t>(p_.repeat_last_n));
-    // A token seen several times is penalised once, as in llama.cpp: after the first time its logit no longer
-    // equals the raw one (a zero logit is left unchanged by the penalty either way).
-    for (size_t i = history.size() - n; i < history.size(); ++i) {
-      const auto id = static_cast<size_t>(history[i]);
-      if (id >= n_vocab) continue;
+    const auto window = history.subspan(history.size() - n);
+    for (const int32_t t : window) {
+      if (static_cast<size_t>(t) < n_vocab) prob_[static_cast<size_t>(t)] = 0.0f;
+    }
+    for (const int32_t t : window) {
+      if (static_cast<size_t>(t) < n_vocab) prob_[static_cast<size_t>(t)] += 1.0f;
+    }
+    for (const int32_t t : window) {
+      const auto id = static_cast<size_t>(t);
+      if (id >= n_vocab || prob_[id] < 0.0f) continue;  // out of the vocabulary, or already penalised
+      const float count = prob_[id];
       float& l = cand_[id].logit;
-      if (l != logits[id]) continue;  // already penalised
       l = l > 0.0f ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+      l -= count * p_.frequency_penalty + p_.presence_penalty;
+      prob_[id] = -1.0f;
     }
   }
   size_t n = n_vocab;

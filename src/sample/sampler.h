@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace moetier::sample {
@@ -19,8 +20,16 @@ struct SamplerParams {
   float top_p = 0.95f;          // keep the smallest set whose probability reaches p, in (0, 1]; 1 keeps all
   float min_p = 0.05f;          // drop tokens below min_p x the top token's probability, in [0, 1); 0 keeps all
   float repeat_penalty = 1.0f;  // > 0; 1 = off
-  int32_t repeat_last_n = 64;   // how many previous tokens the penalty looks at, >= 0
+  int32_t repeat_last_n = 64;   // how many previous tokens the penalties look at, >= 0
+  // OpenAI's penalties, as llama.cpp applies them over the same window: logit -= frequency_penalty x count +
+  // presence_penalty x (count > 0), count the token's occurrences in the window. Each in [-2, 2]; 0 = off.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
   uint64_t seed = 0;            // the same seed and inputs give the same tokens
+  // OpenAI's logit_bias: (token id, bias) pairs added to those logits before anything else (llama.cpp's sampler
+  // chain starts with it too); ids in [0, n_vocab), each bias in [-100, 100] (-100 all but bans a token, 100 all
+  // but forces it). Greedy sampling honours it.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 class Sampler {

@@ -44,6 +44,9 @@ constexpr std::array<std::string_view, 11> kEogTexts = {
     "<|end_of_text|>", "<|return|>", "<|call|>",
 };
 
+constexpr std::array<std::string_view, 4> kHarmonyUserDefined = {"<|channel|>", "<|message|>", "<|start|>",
+                                                                 "<|constrain|>"};
+
 std::string ascii_lower(std::string s) {
   for (char& c : s) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
@@ -92,11 +95,20 @@ void resolve_special_tokens(const gguf::Metadata& md, Vocab& v) {
   }
   // gpt-oss: "<|end|>" closes one message (the analysis channel) and the assistant continues with
   // "<|start|>assistant..."; only "<|return|>" / "<|call|>" end the turn. Stopping at "<|end|>" would cut the
-  // answer off after the reasoning.
+  // answer off after the reasoning. The reference (llama_vocab::impl::load, "workaround for o200k_harmony")
+  // also re-types "<|end|>" as user-defined there, like the other harmony markers below.
   if (v.find("<|return|>")) {
     if (auto end = v.find("<|end|>"); end && *end != v.eos) {
       eog.erase(std::remove(eog.begin(), eog.end(), *end), eog.end());
+      if (v.find("<|call|>")) v.tokens[static_cast<size_t>(*end)].type = TokenType::user_defined;
     }
+  }
+  // The harmony header markers are user-defined in every vocab that has them (the reference's "quick hack for
+  // gpt-oss, always render these tokens", llama_vocab::impl::load): they are matched in input text even with
+  // parse_special = false and always rendered, so harmony replies keep their structure in plain output. The
+  // gptoss-vocab vectors (parse_special = false) depend on it; "<|return|>" and "<|call|>" stay control.
+  for (std::string_view text : kHarmonyUserDefined) {
+    if (auto id = v.find(text)) v.tokens[static_cast<size_t>(*id)].type = TokenType::user_defined;
   }
   std::sort(eog.begin(), eog.end());
   eog.erase(std::unique(eog.begin(), eog.end()), eog.end());

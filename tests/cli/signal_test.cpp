@@ -249,7 +249,10 @@ TEST(Signal, SecondCtrlCEndsAtOnce) {
 // ends the chat normally (exit status 0: the Ctrl-C was acted on). Seed 2 replies to "Hello" at length (3000
 // tokens without an end of text).
 TEST(Signal, CtrlCEndsAChatReplyAndTheChatGoesOn) {
-  Child c({"chat", "-m", model(), "--temp", "1", "--seed", "2", "-c", "32768", "-n", "3000", "--no-think"});
+  // -n bounds each reply: long enough that the first is still running when Ctrl-C comes (after 40 bytes), short
+  // enough that the second, which runs to its end once input is closed, ends within kStopTimeout on a loaded
+  // machine under ASan.
+  Child c({"chat", "-m", model(), "--temp", "1", "--seed", "2", "-c", "32768", "-n", "600", "--no-think"});
   ASSERT_TRUE(c.started());
   ASSERT_TRUE(c.wait_for("chat format:", kStartTimeout)) << c.output();
   const std::string note = "[interrupted: the reply so far stays in the context]";
