@@ -51,7 +51,8 @@ void SamplingFlags::add_to(CLI::App& cmd, const char* seed_help) {
 }
 
 sample::SamplerParams SamplingFlags::resolve() {
-  p.seed = seed == "random" || seed == "-1" ? std::random_device{}() : *parse_whole<uint64_t>(seed, 0, UINT64_MAX);
+  const std::optional<uint64_t> fixed = fixed_seed();
+  p.seed = fixed ? *fixed : std::random_device{}();
   if (p.temperature > 0.0f)
     fmt::print(stderr, "sampling: seed {}, temp {}, top-k {}, top-p {}, min-p {}\n", p.seed, p.temperature, p.top_k,
                p.top_p, p.min_p);

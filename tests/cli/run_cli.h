@@ -17,10 +17,9 @@ struct CliResult {
   std::string output;     // stdout and stderr together
 };
 
-// `redirect` is the shell redirection after the arguments: stderr joins stdout by default.
-inline CliResult run_cli(const std::string& args, const std::string& redirect = "2>&1") {
+// Runs a shell command line as given, capturing its standard output and exit status.
+inline CliResult run_shell(const std::string& cmd) {
   CliResult r;
-  const std::string cmd = cli_path() + " " + args + " " + redirect;
   std::FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf;
@@ -31,6 +30,11 @@ inline CliResult run_cli(const std::string& args, const std::string& redirect = 
   // popen runs through /bin/sh, which reports a child killed by signal N as exit status 128 + N.
   r.signaled = WIFSIGNALED(status) || (r.exit_code > 128 && r.exit_code < 160);
   return r;
+}
+
+// `redirect` is the shell redirection after the arguments: stderr joins stdout by default.
+inline CliResult run_cli(const std::string& args, const std::string& redirect = "2>&1") {
+  return run_shell(cli_path() + " " + args + " " + redirect);
 }
 
 }  // namespace moetier::test

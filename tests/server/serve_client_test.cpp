@@ -18,48 +18,29 @@ using nlohmann::json;
 // The SDK version the test is written against: v6 is the last line that runs on Debian 12's Node 20 (v7 needs 22).
 constexpr const char* kOpenaiPackage = "openai@6.30.1";
 
-std::filesystem::path qwen() { return oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf"; }
 std::filesystem::path source_dir() { return MOETIER_SOURCE_DIR; }
 
-std::string shell_output(const std::string& cmd, int& status) {
-  std::string out;
-  std::FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) {
-    status = -1;
-    return out;
-  }
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
 
-std::string run_text(const std::string& args) { return as_json_text(run_output_text(args)); }
 
 TEST(ServeClients, OpenaiSdkStreamedAndNot) {
   const std::filesystem::path npm_dir = tmp_dir("openai-npm");
   if (!std::filesystem::exists(npm_dir / "node_modules/openai/package.json")) {
-    int st = 0;
-    const std::string out = shell_output("npm install --prefix " + npm_dir.string() + " " + kOpenaiPackage +
-                                             " --no-audit --no-fund --loglevel=error 2>&1",
-                                         st);
-    ASSERT_EQ(st, 0) << "npm install " << kOpenaiPackage << " failed:\n" << out;
+    const CliResult npm = run_shell("npm install --prefix " + npm_dir.string() + " " + kOpenaiPackage +
+                                    " --no-audit --no-fund --loglevel=error 2>&1");
+    ASSERT_EQ(npm.exit_code, 0) << "npm install " << kOpenaiPackage << " failed:\n" << npm.output;
   }
-  ServeProcess srv("openai-sdk", qwen(), {"-c", "256", "--api-key", "sekrit"});
+  ServeProcess srv("openai-sdk", tiny_qwen(), {"-c", "256", "--api-key", "sekrit"});
   ASSERT_TRUE(srv.ok());
   const std::string msg = "Once upon a time there was a";
-  int st = 0;
   const std::string script = (source_dir() / "tests/server/openai_client.cjs").string();
-  const std::string out = shell_output("NODE_PATH=" + (npm_dir / "node_modules").string() + " node " + script + " " +
-                                           srv.base_url() + " '" + msg + "' 16 2>&1",
-                                       st);
-  ASSERT_EQ(st, 0) << out;
+  const CliResult node = run_shell("NODE_PATH=" + (npm_dir / "node_modules").string() + " node " + script + " " +
+                                   srv.base_url() + " '" + msg + "' 16 2>&1");
+  const std::string& out = node.output;
+  ASSERT_EQ(node.exit_code, 0) << out;
   const json j = json::parse(out.substr(out.rfind('{', out.find("\"chat\"")) ), nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out;
   const std::string expected_chat =
-      run_text("run -m " + qwen().string() + " -c 256 -t 2 --chat --temp 0 -n 16 -p '" + msg + "'");
+      run_text("run -m " + tiny_qwen().string() + " -c 256 -t 2 --chat --temp 0 -n 16 -p '" + msg + "'");
   EXPECT_EQ(j["chat"]["content"], expected_chat);
   EXPECT_EQ(j["chat"]["object"], "chat.completion");
   EXPECT_EQ(j["chat_stream"]["content"], expected_chat);
@@ -68,7 +49,7 @@ TEST(ServeClients, OpenaiSdkStreamedAndNot) {
   EXPECT_EQ(j["chat_stream"]["usage"]["completion_tokens"], j["chat"]["usage"]["completion_tokens"]);
   EXPECT_EQ(j["chat"]["usage"]["total_tokens"].get<int>(),
             j["chat"]["usage"]["prompt_tokens"].get<int>() + j["chat"]["usage"]["completion_tokens"].get<int>());
-  const std::string expected_text = run_text("run -m " + qwen().string() + " -c 256 -t 2 --temp 0 -n 16 -p '" + msg + "'");
+  const std::string expected_text = run_text("run -m " + tiny_qwen().string() + " -c 256 -t 2 --temp 0 -n 16 -p '" + msg + "'");
   EXPECT_EQ(msg + j["completion"]["text"].get<std::string>(), expected_text);
   EXPECT_EQ(j["completion_stream"]["text"], j["completion"]["text"]);
   EXPECT_EQ(j["models"][0], "tiny-qwen3moe-Q4_K_M.gguf");
@@ -80,7 +61,7 @@ TEST(ServeClients, OpenaiSdkStreamedAndNot) {
 
 TEST(ServeClients, MonitorPageShowsLiveNumbersInChromium) {
   // Experts streamed through a small RAM cache, so the page has a hit rate and reads to show.
-  ServeProcess srv("monitor", qwen(), {"-c", "256", "--experts", "stream", "--cache-mb", "2"});
+  ServeProcess srv("monitor", tiny_qwen(), {"-c", "256", "--experts", "stream", "--cache-mb", "2"});
   ASSERT_TRUE(srv.ok());
   auto c = srv.client();
   auto r = c->Post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 24}}.dump(),
@@ -89,11 +70,11 @@ TEST(ServeClients, MonitorPageShowsLiveNumbersInChromium) {
   ASSERT_EQ(r->status, 200);
   const std::filesystem::path out = tmp_dir("monitor");
   std::filesystem::remove(out / "monitor.png");
-  int st = 0;
-  const std::string log = shell_output("bash " + (source_dir() / "scripts/monitor_check.sh").string() + " " +
-                                           srv.base_url() + "/ " + out.string() + " 2>&1",
-                                       st);
-  EXPECT_EQ(st, 0) << log;
+  const CliResult check =
+      run_shell("bash " + (source_dir() / "scripts/monitor_check.sh").string() + " " + srv.base_url() + "/ " +
+                out.string() + " 2>&1");
+  const std::string& log = check.output;
+  EXPECT_EQ(check.exit_code, 0) << log;
   ASSERT_TRUE(std::filesystem::exists(out / "monitor.png")) << log;
   // The DOM after the page polled: the numbers of this run, read from the server's own stats.
   const std::string dom = read_file(out / "monitor.dom.html");

@@ -149,6 +149,12 @@ inline httplib::Result post_receiving(httplib::Client& c, const std::string& pat
   return c.send(req);
 }
 
+// The tiny shared MoE model the server tests serve (random weights, the 512-token SentencePiece vocabulary).
+inline std::filesystem::path tiny_qwen() { return oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf"; }
+
+// What `moetier run ARGS` generated, as a JSON reply carries it (what the server's text is compared with).
+inline std::string run_text(const std::string& args) { return as_json_text(run_output_text(args)); }
+
 // The data lines of a server-sent-event stream, in order ("[DONE]" included), comments skipped.
 inline std::vector<std::string> sse_data(const std::string& body) {
   std::vector<std::string> out;

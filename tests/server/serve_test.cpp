@@ -21,9 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-std::filesystem::path qwen() { return oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf"; }
 
-std::string run_text(const std::string& args) { return as_json_text(run_output_text(args)); }
 
 json post(httplib::Client& c, const std::string& path, const json& body, int expect_status = 200) {
   auto res = c.Post(path, body.dump(), "application/json");
@@ -73,7 +71,7 @@ Streamed read_stream(const std::string& body) {
 }
 
 TEST(Serve, HealthModelsTokenizeAndGreedyChatEqualsRun) {
-  ServeProcess srv("greedy", qwen(), {"-c", "256"});
+  ServeProcess srv("greedy", tiny_qwen(), {"-c", "256"});
   ASSERT_TRUE(srv.ok());
   auto c = srv.client();
   auto h = c->Get("/health");
@@ -90,7 +88,7 @@ TEST(Serve, HealthModelsTokenizeAndGreedyChatEqualsRun) {
   EXPECT_EQ(dt["content"], "Once upon a time");
 
   const std::string msg = "Once upon a time there was a";
-  const std::string expected = run_text("run -m " + qwen().string() + " -c 256 -t 2 --chat --temp 0 -n 24 -p '" + msg + "'");
+  const std::string expected = run_text("run -m " + tiny_qwen().string() + " -c 256 -t 2 --chat --temp 0 -n 24 -p '" + msg + "'");
   const json r = post(*c, "/v1/chat/completions", chat_body(msg, 24));
   ASSERT_TRUE(r.contains("choices")) << r.dump();
   const std::string got = r["choices"][0]["message"].value("reasoning_content", "") +
@@ -114,7 +112,7 @@ TEST(Serve, HealthModelsTokenizeAndGreedyChatEqualsRun) {
 }
 
 TEST(Serve, CompletionsLengthStopAndPrefixReuse) {
-  ServeProcess srv("completions", qwen(), {"-c", "256"});
+  ServeProcess srv("completions", tiny_qwen(), {"-c", "256"});
   ASSERT_TRUE(srv.ok());
   auto c = srv.client();
   const json body = {{"prompt", "Once upon a time"}, {"temperature", 0}, {"max_tokens", 12}, {"cache_prompt", false}};
@@ -124,7 +122,7 @@ TEST(Serve, CompletionsLengthStopAndPrefixReuse) {
   EXPECT_EQ(a["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(a["usage"]["completion_tokens"], 12);
   const std::string text = a["choices"][0]["text"];
-  const std::string expected = run_text("run -m " + qwen().string() + " -c 256 -t 2 --temp 0 -n 12 -p 'Once upon a time'");
+  const std::string expected = run_text("run -m " + tiny_qwen().string() + " -c 256 -t 2 --temp 0 -n 12 -p 'Once upon a time'");
   EXPECT_EQ("Once upon a time" + text, expected);
 
   // The same prompt again (cache_prompt false, llama-server's field): the whole prompt is run again, same text.
@@ -171,7 +169,7 @@ TEST(Serve, CompletionsLengthStopAndPrefixReuse) {
 
 // A chat's second turn keeps the first turn's prompt in the slot's KV cache: it is not prefilled again.
 TEST(Serve, ChatHistoryIsReused) {
-  ServeProcess srv("history", qwen(), {"-c", "512"});
+  ServeProcess srv("history", tiny_qwen(), {"-c", "512"});
   ASSERT_TRUE(srv.ok());
   auto c = srv.client();
   json turn = {{"messages", json::array({{{"role", "system"}, {"content", "Tell a story."}},
@@ -196,7 +194,7 @@ TEST(Serve, ChatHistoryIsReused) {
 }
 
 TEST(Serve, BadRequestsAreClientErrors) {
-  ServeProcess srv("bad", qwen(), {"-c", "64", "--api-key", "sekrit"});
+  ServeProcess srv("bad", tiny_qwen(), {"-c", "64", "--api-key", "sekrit"});
   ASSERT_TRUE(srv.ok());
   auto c = srv.client();
   EXPECT_EQ(c->Get("/health")->status, 200);  // no key needed
@@ -250,7 +248,7 @@ TEST(Serve, BadRequestsAreClientErrors) {
 // Two clients at once: with one slot the second waits, with two they run together; each gets its own answer,
 // the one it gets alone.
 void concurrent_clients(int parallel) {
-  ServeProcess srv("parallel" + std::to_string(parallel), qwen(), {"-c", "256", "--parallel", std::to_string(parallel)});
+  ServeProcess srv("parallel" + std::to_string(parallel), tiny_qwen(), {"-c", "256", "--parallel", std::to_string(parallel)});
   ASSERT_TRUE(srv.ok());
   const std::vector<std::string> msgs = {"Once upon a time", "The little dog"};
   std::vector<std::string> alone;
@@ -259,7 +257,7 @@ void concurrent_clients(int parallel) {
     for (const auto& m : msgs) alone.push_back(post(*c, "/v1/chat/completions", chat_body(m, 20))["choices"][0]["message"]["content"]);
   }
   // A fresh server, so that neither answer below reuses a cached prefix from the ones above.
-  ServeProcess srv2("parallel" + std::to_string(parallel) + "b", qwen(),
+  ServeProcess srv2("parallel" + std::to_string(parallel) + "b", tiny_qwen(),
                     {"-c", "256", "--parallel", std::to_string(parallel)});
   ASSERT_TRUE(srv2.ok());
   std::vector<std::string> got(msgs.size());
@@ -284,7 +282,7 @@ TEST(Serve, TwoClientsTwoSlots) { concurrent_clients(2); }
 
 // The tiny model's end-of-text token, to ban with logit_bias where a reply must run long.
 int32_t eos_id() {
-  const auto file = gguf::GgufModel::open(qwen());
+  const auto file = gguf::GgufModel::open(tiny_qwen());
   return tokenizer::Tokenizer::from_metadata(file.metadata()).eos();
 }
 
@@ -305,11 +303,11 @@ TEST(Serve, DisconnectCancelsOnlyThatRequest) {
                           {"logit_bias", {{std::to_string(eos_id()), -100}}}};
   std::string expected;
   {
-    ServeProcess ref("disconnect-ref", qwen(), {"-c", "2100"});
+    ServeProcess ref("disconnect-ref", tiny_qwen(), {"-c", "2100"});
     ASSERT_TRUE(ref.ok());
     expected = post(*ref.client(), "/v1/completions", long_body)["choices"][0]["text"];
   }
-  ServeProcess srv("disconnect", qwen(), {"-c", "2100", "--parallel", "1"});
+  ServeProcess srv("disconnect", tiny_qwen(), {"-c", "2100", "--parallel", "1"});
   ASSERT_TRUE(srv.ok());
   std::string long_reply;
   std::thread runner([&] {
@@ -369,7 +367,7 @@ TEST(Serve, DisconnectCancelsOnlyThatRequest) {
 // A non-streamed request whose client leaves (closes the connection, as an SDK's timeout does) is cancelled while it
 // runs, as a stream's is: the keep-alive bytes the server writes between tokens find the closed connection.
 TEST(Serve, NonStreamedDisconnectCancelsTheRunningRequest) {
-  ServeProcess srv("disconnect-nonstream", qwen(), {"-c", "4096"});
+  ServeProcess srv("disconnect-nonstream", tiny_qwen(), {"-c", "4096"});
   ASSERT_TRUE(srv.ok());
   {
     auto c = srv.client();
@@ -390,33 +388,24 @@ TEST(Serve, NonStreamedDisconnectCancelsTheRunningRequest) {
 // What `serve` refuses at start: a model it cannot open (the error, at once, not a server that hangs), a port in
 // use (not a second server sharing it).
 TEST(Serve, StartupErrorsEndTheProcess) {
-  const auto run = [](const std::string& args) {
-    CliResult r;
-    std::FILE* p = popen(("timeout 60 " + cli_path() + " " + args + " 2>&1").c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-    const int st = pclose(p);
-    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-  };
+  const auto run = [](const std::string& args) { return run_shell("timeout 60 " + cli_path() + " " + args + " 2>&1"); };
   const CliResult missing = run("serve -m /nonexistent/model.gguf --port 0");
   EXPECT_EQ(missing.exit_code, 1) << missing.output;  // 124 would be the timeout: a hang
   EXPECT_NE(missing.output.find("/nonexistent/model.gguf"), std::string::npos) << missing.output;
-  ServeProcess srv("port-in-use", qwen(), {"-c", "64"});
+  ServeProcess srv("port-in-use", tiny_qwen(), {"-c", "64"});
   ASSERT_TRUE(srv.ok());
-  const CliResult taken = run("serve -m " + qwen().string() + " --port " + std::to_string(srv.port()));
+  const CliResult taken = run("serve -m " + tiny_qwen().string() + " --port " + std::to_string(srv.port()));
   EXPECT_EQ(taken.exit_code, 1) << taken.output;
   EXPECT_NE(taken.output.find("cannot listen on 127.0.0.1:" + std::to_string(srv.port())), std::string::npos)
       << taken.output;
-  const CliResult bad_host = run("serve -m " + qwen().string() + " --host 300.1.2.3 --port 0");
+  const CliResult bad_host = run("serve -m " + tiny_qwen().string() + " --host 300.1.2.3 --port 0");
   EXPECT_EQ(bad_host.exit_code, 1) << bad_host.output;
   EXPECT_NE(bad_host.output.find("--host 300.1.2.3"), std::string::npos) << bad_host.output;
 }
 
 // --seed N: requests that send no seed all use it, so the same request samples the same text.
 TEST(Serve, ServerSeedIsTheDefaultOfRequests) {
-  ServeProcess srv("seed", qwen(), {"-c", "256", "--seed", "42", "--temp", "1.5"});
+  ServeProcess srv("seed", tiny_qwen(), {"-c", "256", "--seed", "42", "--temp", "1.5"});
   ASSERT_TRUE(srv.ok());
   auto c = srv.client();
   const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"cache_prompt", false}};
@@ -431,7 +420,7 @@ TEST(Serve, ServerSeedIsTheDefaultOfRequests) {
 
 // SIGINT with a stream in flight: the stream ends with an error event, the server exits 130 after its summary.
 TEST(Serve, ShutdownEndsInFlightStreams) {
-  ServeProcess srv("shutdown", qwen(), {"-c", "4096"});
+  ServeProcess srv("shutdown", tiny_qwen(), {"-c", "4096"});
   ASSERT_TRUE(srv.ok());
   std::string body;
   std::atomic<bool> got_bytes{false};
