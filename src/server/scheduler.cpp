@@ -25,7 +25,13 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, model
                      bool record_routing, ServerStats base, std::function<void(std::string_view)> log)
     : stats_(std::move(base)), log_(std::move(log)) {
   const int n = model.info().n_seq;
-  for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>(i, model, tok, hooks, record_routing));
+  // A slot's request is counted before its reply's last event goes out (Slot::OnEnd). The engine thread holds no
+  // lock while a slot steps, so it takes mu_ here.
+  auto on_end = [this](const RequestRecord& r) {
+    std::lock_guard lock(mu_);
+    record(r);
+  };
+  for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>(i, model, tok, hooks, record_routing, on_end));
   stats_.n_slots = n;
   thread_ = std::thread([this] { loop(); });
 }
@@ -63,6 +69,10 @@ ServerStats Scheduler::stats() const {
 
 void Scheduler::record(const RequestRecord& r) {
   ++stats_.requests_total;
+  // Only the engine thread starts and ends requests on slots, and this runs on it.
+  int64_t active = 0;
+  for (const auto& s : slots_) active += s->busy() ? 1 : 0;
+  stats_.active = active;
   stats_.prompt_tokens_total += r.prompt_tokens;
   stats_.reused_tokens_total += r.reused_tokens;
   stats_.completion_tokens_total += r.completion_tokens;
@@ -125,27 +135,24 @@ void Scheduler::loop() {
     }
     // One step of each busy slot, outside the lock: handlers keep submitting and reading stats meanwhile.
     for (auto& s : slots_) {
-      if (!s->busy()) continue;
-      if (auto rec = s->step()) {
-        std::lock_guard lock(mu_);
-        record(*rec);
-      }
+      if (s->busy()) s->step();
     }
   }
-  // Stopping: every request still here ends with an error event, so its handler closes its stream.
-  std::lock_guard lock(mu_);
-  for (auto& t : queue_) {
-    t->cancelled = true;
-    t->send(TaskEvent::error("the server is shutting down"));
-    record(cancelled_in_queue(*t));
+  // Stopping: every request still here ends with an error event, so its handler closes its stream. Once
+  // stopping_ is set nothing is queued any more, and the slots are this thread's.
+  {
+    std::lock_guard lock(mu_);
+    for (auto& t : queue_) {
+      t->cancelled = true;
+      record(cancelled_in_queue(*t));
+      t->send(TaskEvent::error("the server is shutting down"));
+    }
+    queue_.clear();
+    stats_.queue_depth = 0;
   }
-  queue_.clear();
   for (auto& s : slots_) {
-    if (!s->busy()) continue;
-    record(s->abort("the server is shutting down"));
+    if (s->busy()) s->abort("the server is shutting down");  // on_end takes mu_
   }
-  stats_.active = 0;
-  stats_.queue_depth = 0;
 }
 
 }  // namespace moetier::server

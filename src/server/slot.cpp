@@ -20,8 +20,9 @@ sample::SamplerParams greedy() {
 }  // namespace
 
 Slot::Slot(int index, model::Model& model, const tokenizer::Tokenizer& tok, model::StepHooks* hooks,
-           bool record_routing)
+           bool record_routing, OnEnd on_end)
     : index_(index),
+      on_end_(std::move(on_end)),
       model_(model),
       tok_(tok),
       idle_sampler_(greedy(), model.info().n_vocab),
@@ -34,6 +35,9 @@ int64_t Slot::reusable(std::span<const int32_t> prompt) const {
   const size_t limit = std::min(h.size(), prompt.empty() ? size_t{0} : prompt.size() - 1);
   size_t n = 0;
   while (n < limit && h[n] == prompt[n]) ++n;
+  // A model with recurrent layers keeps its whole context or nothing (Model::can_keep): a shorter common prefix
+  // would carry the previous request's state, so it is not reused.
+  if (!model_.can_keep(static_cast<int64_t>(n), static_cast<int64_t>(h.size()))) return 0;
   return static_cast<int64_t>(n);
 }
 
@@ -74,10 +78,13 @@ void Slot::emit(int32_t token) {
   }
 }
 
-RequestRecord Slot::finish(const std::string& reason) {
+void Slot::finish(const std::string& reason, const std::string& error) {
   const auto now = std::chrono::steady_clock::now();
-  const bool cancelled = reason == "cancelled";
-  if (!cancelled && reason != "error") {
+  // The request's last events, held until its record is counted.
+  std::vector<TaskEvent> last;
+  if (!error.empty()) {
+    last.push_back(TaskEvent::error(error));
+  } else if (reason != "cancelled") {
     // The end of the reply releases what was held: an unfinished UTF-8 sequence, a partial stop string that never
     // completed, text the reasoning parser kept in case it began a marker.
     if (!stop_->stopped()) {
@@ -96,10 +103,10 @@ RequestRecord Slot::finish(const std::string& reason) {
       out_.reasoning += d.reasoning;
       out_.content += d.content;
     }
-    if (!out_.empty()) task_->send(TaskEvent::text(std::move(out_)));
-    task_->send(TaskEvent::done(reason, Usage{.prompt_tokens = static_cast<int64_t>(task_->prompt.size()),
-                                              .completion_tokens = completion_,
-                                              .cached_tokens = reused_}));
+    if (!out_.empty()) last.push_back(TaskEvent::text(std::move(out_)));
+    last.push_back(TaskEvent::done(reason, Usage{.prompt_tokens = static_cast<int64_t>(task_->prompt.size()),
+                                                 .completion_tokens = completion_,
+                                                 .cached_tokens = reused_}));
   }
   RequestRecord rec;
   rec.id = task_->id;
@@ -114,19 +121,17 @@ RequestRecord Slot::finish(const std::string& reason) {
   rec.decode_tps = completion_ > 1 && decode_ms > 0 ? static_cast<double>(completion_ - 1) * 1000.0 / decode_ms : 0.0;
   rec.finish_reason = reason;
   gen_.set_sampler(idle_sampler_);
-  task_.reset();
+  const std::shared_ptr<Task> task = std::move(task_);
   out_ = {};
   last_used_ = now;
-  return rec;
+  if (on_end_) on_end_(rec);
+  for (auto& e : last) task->send(std::move(e));
 }
 
-RequestRecord Slot::abort(const std::string& message) {
-  task_->send(TaskEvent::error(message));
-  return finish("cancelled");
-}
+void Slot::abort(const std::string& message) { finish("cancelled", message); }
 
-std::optional<RequestRecord> Slot::step() {
-  if (!task_) return std::nullopt;
+void Slot::step() {
+  if (!task_) return;
   if (task_->cancelled.load(std::memory_order_relaxed)) return finish("cancelled");
   try {
     const auto& prompt = task_->prompt;
@@ -136,12 +141,12 @@ std::optional<RequestRecord> Slot::step() {
       const int64_t len = std::min(model_.info().n_batch, n_prompt - prefilled_);
       gen_.prefill(std::span(prompt).subspan(static_cast<size_t>(prefilled_), static_cast<size_t>(len)));
       prefilled_ += len;
-      if (prefilled_ < n_prompt) return std::nullopt;
+      if (prefilled_ < n_prompt) return;
       if (task_->req.max_tokens == 0) return finish("length");
       pending_ = gen_.sample();
       first_token_ = std::chrono::steady_clock::now();
       have_first_ = true;
-      return std::nullopt;
+      return;
     }
     const int32_t t = pending_;
     if (tok_.is_eog(t)) return finish("stop");
@@ -156,12 +161,10 @@ std::optional<RequestRecord> Slot::step() {
     if (gen_.context_full()) return finish("length");
     gen_.decode(t);
     pending_ = gen_.sample();
-    return std::nullopt;
   } catch (const std::exception& e) {
-    task_->send(TaskEvent::error(e.what()));
     // The KV cache may hold a partial chunk: forget the slot's context rather than reuse it.
     gen_.rewind(0);
-    return finish("error");
+    finish("error", *e.what() != 0 ? e.what() : "the engine failed");
   }
 }
 

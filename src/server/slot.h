@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -29,9 +30,13 @@ namespace moetier::server {
 
 class Slot {
  public:
+  // Called with the request's record when a request ends, after the slot is free and before the request's last
+  // event (done or error) is sent: whoever reads the statistics after a reply arrived finds that reply counted.
+  using OnEnd = std::function<void(const RequestRecord&)>;
+
   // `hooks` (may be null) sees every step; `record_routing` makes the steps report their routing to it.
-  Slot(int index, model::Model& model, const tokenizer::Tokenizer& tok, model::StepHooks* hooks,
-       bool record_routing);
+  Slot(int index, model::Model& model, const tokenizer::Tokenizer& tok, model::StepHooks* hooks, bool record_routing,
+       OnEnd on_end);
 
   int index() const { return index_; }
   bool busy() const { return task_ != nullptr; }
@@ -43,17 +48,20 @@ class Slot {
 
   // Starts `task` (the slot must be free): keeps the reusable prefix, makes the request's sampler.
   void start(std::shared_ptr<Task> task);
-  // Runs the request's next step. Returns the request's record when it ended in this step (finished, or found
-  // cancelled); the slot is then free. Never throws: an engine error ends the request with an error event.
-  std::optional<RequestRecord> step();
+  // Runs the request's next step. When the request ends in this step (finished, or found cancelled) the slot is
+  // free and on_end has seen its record. Never throws: an engine error ends the request with an error event.
+  void step();
   // Ends the running request with an error event carrying `message` (the server is stopping); the slot is free.
-  RequestRecord abort(const std::string& message);
+  void abort(const std::string& message);
 
  private:
   void emit(int32_t token);
-  RequestRecord finish(const std::string& reason);
+  // Ends the request: `reason` is its finish reason; a non-empty `error` is sent as its last event instead of the
+  // held text and the done event.
+  void finish(const std::string& reason, const std::string& error = {});
 
   int index_;
+  OnEnd on_end_;
   model::Model& model_;
   const tokenizer::Tokenizer& tok_;
   sample::Sampler idle_sampler_;  // the generator's sampler between requests (never used to sample); a request
