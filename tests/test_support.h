@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "model/registry.h"
+
 namespace moetier::test {
 
 // ../shared beside the repository (read-only in CI). Fails the calling test with a clear message when absent,
@@ -24,17 +26,60 @@ inline std::filesystem::path shared_dir() {
 
 inline std::filesystem::path oracle_dir() { return shared_dir() / "oracle"; }
 
-// Every MoE model of ../shared/oracle/models (everything but the dense stories260K*), sorted by name.
-inline std::vector<std::string> moe_model_names() {
+// The oracle folders the tests read, each with models/, ref/ and dequant/ (../shared/oracle/README.md): the top
+// one, then incoming/<arch>/ for each architecture moetier supports (model/registry.h), sorted. An incoming folder
+// of an architecture not supported yet is left out, so it never fails the suite before its code exists.
+inline std::vector<std::filesystem::path> oracle_roots() {
+  namespace fs = std::filesystem;
+  const fs::path top = fs::path(MOETIER_SHARED_DIR) / "oracle";
+  std::vector<fs::path> roots;
+  if (!fs::is_directory(top / "models")) return roots;
+  roots.push_back(top);
+  std::vector<fs::path> incoming;
+  if (fs::is_directory(top / "incoming")) {
+    for (const auto& e : fs::directory_iterator(top / "incoming")) {
+      if (e.is_directory() && model::find_architecture(e.path().filename().string()) != nullptr)
+        incoming.push_back(e.path());
+    }
+  }
+  std::sort(incoming.begin(), incoming.end());
+  roots.insert(roots.end(), incoming.begin(), incoming.end());
+  return roots;
+}
+
+// Every model (the stem of models/<name>.gguf) of every oracle root, sorted by name.
+inline std::vector<std::string> oracle_model_names() {
   std::vector<std::string> names;
-  const std::filesystem::path dir = std::filesystem::path(MOETIER_SHARED_DIR) / "oracle" / "models";
-  if (!std::filesystem::is_directory(dir)) return names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    const std::string stem = e.path().stem().string();
-    if (e.path().extension() == ".gguf" && !stem.starts_with("stories")) names.push_back(stem);
+  for (const auto& root : oracle_roots()) {
+    for (const auto& e : std::filesystem::directory_iterator(root / "models")) {
+      if (e.path().extension() == ".gguf") names.push_back(e.path().stem().string());
+    }
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// Every MoE model of the oracle roots (everything but the dense stories260K*), sorted by name.
+inline std::vector<std::string> moe_model_names() {
+  std::vector<std::string> names = oracle_model_names();
+  std::erase_if(names, [](const std::string& n) { return n.starts_with("stories"); });
+  return names;
+}
+
+// The oracle root whose models/ holds <name>.gguf; the top folder when none does (the caller's open then names
+// the missing file).
+inline std::filesystem::path oracle_root_of(const std::string& name) {
+  for (const auto& root : oracle_roots()) {
+    if (std::filesystem::exists(root / "models" / (name + ".gguf"))) return root;
+  }
+  return oracle_dir();
+}
+inline std::filesystem::path oracle_model(const std::string& name) {
+  return oracle_root_of(name) / "models" / (name + ".gguf");
+}
+// The reference case `prompt` (p1, p2, plong) of model `name`: its JSON; the logits file is named in it.
+inline std::filesystem::path oracle_ref(const std::string& name, const std::string& prompt) {
+  return oracle_root_of(name) / "ref" / (name + "." + prompt + ".json");
 }
 
 // Scratch space under the build tree: tests never write into ../shared or the source tree.

@@ -49,8 +49,8 @@ TEST(EvalStreaming, StreamedLogitsAreTheResidentOnesAndTheTraceIsTheRouting) {
   const fs::path dir = test::tmp_dir("eval_stream");
   for (const auto& name : models) {
     SCOPED_TRACE(name);
-    const std::string model = (test::oracle_dir() / "models" / (name + ".gguf")).string();
-    const std::string tokens = (test::oracle_dir() / "ref" / (name + ".p1.json")).string();
+    const std::string model = test::oracle_model(name).string();
+    const std::string tokens = test::oracle_ref(name, "p1").string();
     const fs::path base = dir / name;
     auto r = test::run_cli("eval -m '" + model + "' --tokens '" + tokens + "' -t 2 --experts resident --logits-out '" +
                            base.string() + ".resident.f32' --routing-out '" + base.string() + ".routing.json'");

@@ -32,17 +32,6 @@ std::string reference_for(const std::string& model) {
   return model == "stories260K-BF16" ? std::string("stories260K") : model;
 }
 
-std::vector<std::string> model_names() {
-  std::vector<std::string> names;
-  const fs::path dir = fs::path(MOETIER_SHARED_DIR) / "oracle" / "models";
-  if (!fs::is_directory(dir)) return names;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() == ".gguf") names.push_back(e.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 // References shown to be unusable at the README's tolerance, with the evidence (see the issue note). A case listed
 // here is reported as skipped, never as passed.
 //   tiny-mixtral-IQ4_XS: the reference's logits depend on its prompt batch size, and its small-batch IQ4_XS
@@ -64,7 +53,7 @@ class OracleTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OracleTest, TeacherForcedMatchesReference) {
   const std::string name = GetParam();
-  const gguf::GgufModel file = gguf::GgufModel::open(test::oracle_dir() / "models" / (name + ".gguf"));
+  const gguf::GgufModel file = gguf::GgufModel::open(test::oracle_model(name));
   ModelOptions opts;
   opts.n_ctx = 512;
   const auto model = load_model(file, opts);
@@ -88,7 +77,7 @@ TEST_P(OracleTest, TeacherForcedMatchesReference) {
   const test::OracleTotals t = test::oracle_totals(cases);
   if (const char* problem = reference_problem(name))
     GTEST_SKIP() << name << ": mean rel " << t.mean_rel << " not judged: " << problem;
-  test::expect_within_oracle_tolerance(t, name);
+  test::expect_within_oracle_tolerance(t, file, name);
   fmt::print("| {} | {:.2e} | {:.2e} | {:.1f}% | {} |\n", name, t.mean_rel, t.max_rel,
              100.0 * static_cast<double>(t.argmax_same) / static_cast<double>(t.rows),
              t.route_total > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(t.route_same) /
@@ -96,14 +85,14 @@ TEST_P(OracleTest, TeacherForcedMatchesReference) {
                                : std::string("-"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Oracle, OracleTest, ::testing::ValuesIn(model_names()),
+INSTANTIATE_TEST_SUITE_P(Oracle, OracleTest, ::testing::ValuesIn(test::oracle_model_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), '-', '_');
                            return s;
                          });
 
-TEST(Oracle, SharedDataPresent) { EXPECT_GE(model_names().size(), 16u) << "oracle models missing"; }
+TEST(Oracle, SharedDataPresent) { EXPECT_GE(test::oracle_model_names().size(), 16u) << "oracle models missing"; }
 
 // The golden end-to-end check: free-running greedy generation reproduces the reference text token for token.
 TEST(Greedy, Stories260KReproducesReference) {

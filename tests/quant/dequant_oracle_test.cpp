@@ -44,7 +44,8 @@ void check_file(const std::filesystem::path& json_path, std::map<std::string, Ty
   std::ifstream in(json_path);
   ASSERT_TRUE(in) << "cannot read " << json_path;
   const nlohmann::json j = nlohmann::json::parse(in);
-  const auto model_path = moetier::test::oracle_dir() / "models" / j.at("file").get<std::string>();
+  // The model beside its dequant/ folder, in the same oracle root.
+  const auto model_path = json_path.parent_path().parent_path() / "models" / j.at("file").get<std::string>();
   const gguf::GgufModel model = gguf::GgufModel::open(model_path);
 
   ASSERT_FALSE(j.at("tensors").empty());
@@ -107,12 +108,13 @@ void check_file(const std::filesystem::path& json_path, std::map<std::string, Ty
 }
 
 TEST(DequantOracle, EveryTensorOfEveryOracleModel) {
-  const auto dir = moetier::test::oracle_dir() / "dequant";
   std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".json") files.push_back(e.path());
+  for (const auto& root : moetier::test::oracle_roots()) {
+    for (const auto& e : std::filesystem::directory_iterator(root / "dequant"))
+      if (e.path().extension() == ".json") files.push_back(e.path());
+  }
   std::sort(files.begin(), files.end());
-  ASSERT_FALSE(files.empty()) << "no oracle files in " << dir;
+  ASSERT_FALSE(files.empty()) << "no dequant files under " << moetier::test::oracle_dir();
 
   std::map<std::string, TypeStats> stats;
   for (const auto& f : files) check_file(f, stats);

@@ -215,14 +215,21 @@ TEST_P(StreamOracle, StreamedRunMeetsOracleTolerances) {
   const auto m = model::load_model(file, opts, std::move(src));
   const std::vector<moetier::test::OracleCase> cases = moetier::test::run_oracle_cases(*m, name);
   ASSERT_EQ(cases.size(), 3u) << name;
-  moetier::test::expect_within_oracle_tolerance(moetier::test::oracle_totals(cases), name);
+  moetier::test::expect_within_oracle_tolerance(moetier::test::oracle_totals(cases), file, name);
   EXPECT_GT(s->totals().misses, 0u) << name << ": the run must actually stream";
 }
 
 // One model per architecture family (streamed runs of every model are bit-identical to resident ones above,
-// and the resident runs are checked against the oracle by tests/model).
-INSTANTIATE_TEST_SUITE_P(Oracle, StreamOracle,
-                         ::testing::Values("micro-qwen3moe-F16", "tiny-gptoss-MXFP4", "tiny-mixtral-Q5_0"),
+// and the resident runs are checked against the oracle by tests/model): three of the top oracle folder, and the
+// Q4_K_M file of each supported incoming architecture.
+std::vector<std::string> stream_oracle_models() {
+  std::vector<std::string> names{"micro-qwen3moe-F16", "tiny-gptoss-MXFP4", "tiny-mixtral-Q5_0"};
+  for (const std::string& n : test::moe_model_names()) {
+    if (n.ends_with("-Q4_K_M") && moetier::test::oracle_root_of(n) != moetier::test::oracle_dir()) names.push_back(n);
+  }
+  return names;
+}
+INSTANTIATE_TEST_SUITE_P(Oracle, StreamOracle, ::testing::ValuesIn(stream_oracle_models()),
                          [](const auto& i) { return test::param_name(i.param); });
 
 }  // namespace
