@@ -4,7 +4,10 @@
 //
 // Sources: ChatML as in Qwen3's tokenizer_config.json chat template (with its empty <think></think> block for
 // non-thinking replies); OpenAI's harmony response format (gpt-oss model card, "openai/harmony"); Mistral's
-// [INST] instruction format (Mixtral-8x7B-Instruct tokenizer_config.json).
+// [INST] instruction format (Mixtral-8x7B-Instruct tokenizer_config.json); Gemma's turns (Gemma 3's chat template,
+// ../shared/tokenizer/gemma3-vocab.gguf: "<start_of_turn>user\n…<end_of_turn>\n<start_of_turn>model\n", the
+// system text opening the first user turn). Qwen3.5/3.6 use ChatML with a template whose generation prompt opens
+// the think block itself ("<|im_start|>assistant\n<think>\n"; with enable_thinking false an empty block).
 #pragma once
 
 #include <optional>
@@ -16,18 +19,23 @@
 
 namespace moetier::chat {
 
-enum class Format { chatml, harmony, mistral };
+enum class Format { chatml, harmony, mistral, gemma };
 
-std::string_view format_name(Format f);  // "chatml", "harmony", "mistral"
+std::string_view format_name(Format f);  // "chatml", "harmony", "mistral", "gemma"
 // Parse a --chat-format value; throws moetier::Error listing the formats.
 Format parse_format(std::string_view name);
 // From the model: the tokenizer.chat_template contents when present (its markers identify the format), else
-// the architecture (qwen*: ChatML, gpt-oss: harmony, llama: Mistral). Throws when neither identifies one.
+// the architecture (qwen*: ChatML, gpt-oss: harmony, llama: Mistral, gemma*: Gemma). Throws when neither
+// identifies one.
 Format detect_format(const gguf::Metadata& md);
+// Whether the model's ChatML template opens the reply's think block in its generation prompt (Qwen3.5/3.6:
+// '<think>\n' written after "<|im_start|>assistant\n"), rather than leaving the model to open it (Qwen3).
+bool template_opens_think(const gguf::Metadata& md);
 
 struct Options {
   Format format = Format::chatml;
   bool no_think = false;       // ChatML: add the empty think block; harmony: answer in the final channel at once
+  bool think_opens = false;    // ChatML: the reply opening writes "<think>\n" (template_opens_think) unless no_think
   std::string system_prompt;   // optional system message (ChatML, harmony); Mistral prepends it to the first turn
   std::string reasoning_effort = "medium";  // harmony's "Reasoning:" level in the system message: low, medium, high
 };
@@ -47,6 +55,12 @@ std::string_view reasoning_effort_level(std::string_view effort);
 // instructions). Shared by render_user_turn() and render_conversation() so the two lay out the same text.
 std::string harmony_system_message(std::string_view effort);
 std::string harmony_developer_message(std::string_view instructions);
+// What follows ChatML's "<|im_start|>assistant\n": the empty think block (no_think), "<think>\n" (think_opens)
+// or nothing.
+std::string chatml_reply_opening(const Options& opts);
+// One Gemma turn: "<start_of_turn>{role}\n{prefix}{content, trimmed}<end_of_turn>\n" (role "user" or "model";
+// prefix: the system text and a blank line on the first user turn, as Gemma 3's template does).
+std::string gemma_turn(std::string_view role, std::string_view prefix, std::string_view content);
 
 // The control-token texts the turns of `opts` are made of (what render_user_turn() writes; for harmony also the
 // channel marker a reply starts with): a vocabulary without one of them tokenizes it as plain text and the model

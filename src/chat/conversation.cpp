@@ -35,9 +35,7 @@ std::string render_chatml(const Options& o, std::string_view system, std::span<c
     if (m.role == Role::user) s += fmt::format("<|im_start|>user\n{}<|im_end|>\n", m.content);
     if (m.role == Role::assistant) s += fmt::format("<|im_start|>assistant\n{}<|im_end|>\n", without_think(m.content));
   }
-  s += "<|im_start|>assistant\n";
-  if (o.no_think) s += "<think>\n\n</think>\n\n";
-  return s;
+  return s + "<|im_start|>assistant\n" + chatml_reply_opening(o);
 }
 
 // gpt-oss's template: history replies in the final channel, their analysis dropped.
@@ -69,6 +67,20 @@ std::string render_mistral(std::string_view system, std::span<const Message> mes
   return s;
 }
 
+// Gemma 3's template: assistant turns as "model", the system text (with a blank line) opening the first user turn.
+std::string render_gemma(std::string_view system, std::span<const Message> messages) {
+  std::string s;
+  bool first_user = true;
+  for (const Message& m : messages) {
+    if (m.role == Role::user) {
+      s += gemma_turn("user", first_user && !system.empty() ? std::string(system) + "\n\n" : "", m.content);
+      first_user = false;
+    }
+    if (m.role == Role::assistant) s += gemma_turn("model", "", m.content);
+  }
+  return s + "<start_of_turn>model\n";
+}
+
 }  // namespace
 
 std::optional<Role> parse_role(std::string_view name) {
@@ -93,6 +105,7 @@ std::string render_conversation(const Options& opts, std::span<const Message> me
     case Format::chatml: return render_chatml(opts, system, messages);
     case Format::harmony: return render_harmony(opts, system, messages);
     case Format::mistral: return render_mistral(system, messages);
+    case Format::gemma: return render_gemma(system, messages);
   }
   return {};
 }

@@ -78,6 +78,7 @@ ReasoningParser::ReasoningParser(Format format, ReplyStart start) : format_(form
       part_ = start == ReplyStart::thought ? Part::reasoning : Part::content;
       break;
     case Format::mistral:
+    case Format::gemma:
       break;
   }
 }

@@ -68,8 +68,8 @@ std::optional<uint64_t> SamplingFlags::fixed_seed() const {
 
 void ChatFlags::add_to(CLI::App& cmd, bool with_system) {
   cmd.add_option("--chat-format", format,
-                 "chatml (Qwen), harmony (gpt-oss), mistral ([INST]); auto: from the model's chat template or "
-                 "architecture")
+                 "chatml (Qwen), harmony (gpt-oss), mistral ([INST]), gemma (<start_of_turn>); auto: from the "
+                 "model's chat template or architecture")
       ->capture_default_str();
   cmd.add_flag("--no-think", no_think,
                "answer without reasoning: ChatML adds an empty think block, harmony goes to the final channel");
@@ -80,6 +80,7 @@ chat::Options ChatFlags::resolve(const gguf::Metadata& md, const tokenizer::Toke
   chat::Options o;
   o.format = format == "auto" ? chat::detect_format(md) : chat::parse_format(format);
   o.no_think = no_think;
+  o.think_opens = o.format == chat::Format::chatml && chat::template_opens_think(md);
   o.system_prompt = system;
   std::string missing;
   for (const std::string_view m : chat::control_markers(o)) {
@@ -92,7 +93,8 @@ chat::Options ChatFlags::resolve(const gguf::Metadata& md, const tokenizer::Toke
                missing, missing.find(' ') == std::string::npos ? "" : "s", chat::format_name(o.format));
   }
   // Last, after any warning: chat's tests (and a user) take this line as "ready for input".
-  fmt::print(stderr, "chat format: {}{}\n", chat::format_name(o.format), no_think ? " (no think)" : "");
+  fmt::print(stderr, "chat format: {}{}\n", chat::format_name(o.format),
+             no_think ? " (no think)" : o.think_opens ? " (the template opens the think block)" : "");
   return o;
 }
 

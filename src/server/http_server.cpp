@@ -46,7 +46,8 @@ chat::ReplyStart reply_start(const chat::Options& o, const std::string& prompt) 
       if (o.no_think) return chat::ReplyStart::answer;
       return prompt.ends_with("<think>\n") ? chat::ReplyStart::thought : chat::ReplyStart::open;
     case chat::Format::harmony: return o.no_think ? chat::ReplyStart::answer : chat::ReplyStart::open;
-    case chat::Format::mistral: return chat::ReplyStart::answer;
+    case chat::Format::mistral:
+    case chat::Format::gemma: return chat::ReplyStart::answer;
   }
   return chat::ReplyStart::open;
 }

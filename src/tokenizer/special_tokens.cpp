@@ -38,10 +38,14 @@ constexpr std::array<std::string_view, 6> kFimEndTexts = {
 };
 
 // Texts that end generation wherever they appear in a vocab. "<|return|>" and "<|call|>" end a gpt-oss
-// (harmony format) turn; "<|end_of_text|>" is Llama-3's document end.
-constexpr std::array<std::string_view, 11> kEogTexts = {
+// (harmony format) turn; "<|end_of_text|>" is Llama-3's document end; "<eos>", "<turn|>" and "<|tool_response>"
+// end a Gemma 4 turn. "</s>" is on the reference's list too (added for PaddleOCR), also where it is an HTML tag, as
+// in Gemma 3's vocab (id 212, user-defined there): re-typed as control it is no longer matched in text tokenized
+// with parse_special = false, which the gemma3-vocab vectors record. Gemma 4 vocabs take it back out of the
+// end-of-generation set (below), as the reference does.
+constexpr std::array<std::string_view, 15> kEogTexts = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
-    "<|end_of_text|>", "<|return|>", "<|call|>",
+    "<|end_of_text|>", "<|return|>", "<|call|>", "</s>", "<eos>", "<turn|>", "<|tool_response>",
 };
 
 constexpr std::array<std::string_view, 4> kHarmonyUserDefined = {"<|channel|>", "<|message|>", "<|start|>",
@@ -102,6 +106,11 @@ void resolve_special_tokens(const gguf::Metadata& md, Vocab& v) {
       eog.erase(std::remove(eog.begin(), eog.end(), *end), eog.end());
       if (v.find("<|call|>")) v.tokens[static_cast<size_t>(*end)].type = TokenType::user_defined;
     }
+  }
+  // Gemma 4 (the vocab with "<|tool_response>"): "</s>" is text there and must not end a reply (the reference's
+  // "remove </s> eog token if gemma4"); it stays control, as the reference leaves it.
+  if (v.find("<|tool_response>")) {
+    if (auto s = v.find("</s>"); s && *s != v.eos) eog.erase(std::remove(eog.begin(), eog.end(), *s), eog.end());
   }
   // The harmony header markers are user-defined in every vocab that has them (the reference's "quick hack for
   // gpt-oss, always render these tokens", llama_vocab::impl::load): they are matched in input text even with

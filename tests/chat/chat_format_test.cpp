@@ -16,7 +16,37 @@ TEST(ChatFormat, DetectedFromTheChatTemplate) {
   EXPECT_EQ(detect_format(oss.metadata()), Format::harmony);  // no template: from the architecture
   const auto mixtral = gguf::GgufModel::open(test::oracle_dir() / "models/tiny-mixtral-Q4_0.gguf");
   EXPECT_EQ(detect_format(mixtral.metadata()), Format::mistral);
+  const auto gemma = gguf::GgufModel::open(test::shared_dir() / "tokenizer/gemma3-vocab.gguf");
+  EXPECT_EQ(detect_format(gemma.metadata()), Format::gemma);
+  EXPECT_EQ(parse_format("gemma"), Format::gemma);
   EXPECT_THROW(parse_format("alpaca"), Error);
+}
+
+// Qwen3's template leaves the think block to the model (only its enable_thinking=false branch writes an empty
+// one); a template whose generation prompt writes '<think>\n' itself (Qwen3.5/3.6) is told apart.
+TEST(ChatFormat, WhetherTheTemplateOpensTheThinkBlock) {
+  const auto qwen3 = gguf::GgufModel::open(test::shared_dir() / "tokenizer/qwen3-vocab.gguf");
+  EXPECT_FALSE(template_opens_think(qwen3.metadata()));
+  gguf::Metadata md;
+  md.set("tokenizer.chat_template",
+         gguf::Value::of_string("{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n    {%- if "
+                                "enable_thinking is defined and enable_thinking is false %}\n        {{- "
+                                "'<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n    "
+                                "{%- endif %}\n{%- endif %}"));
+  EXPECT_TRUE(template_opens_think(md));
+  EXPECT_FALSE(template_opens_think(gguf::Metadata{}));
+}
+
+TEST(ChatFormat, GemmaTurns) {
+  Options o;
+  o.format = Format::gemma;
+  o.system_prompt = "Be brief.";
+  EXPECT_EQ(render_user_turn(o, "Hi", true, false),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render_user_turn(o, "More", false, true),
+            "<end_of_turn>\n<start_of_turn>user\nMore<end_of_turn>\n<start_of_turn>model\n");
+  const auto markers = control_markers(o);
+  EXPECT_EQ(markers, (std::vector<std::string_view>{"<start_of_turn>", "<end_of_turn>"}));
 }
 
 TEST(ChatFormat, ChatMLTurns) {

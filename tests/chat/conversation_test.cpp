@@ -12,7 +12,7 @@
 namespace moetier::chat {
 namespace {
 
-constexpr Format kFormats[] = {Format::chatml, Format::harmony, Format::mistral};
+constexpr Format kFormats[] = {Format::chatml, Format::harmony, Format::mistral, Format::gemma};
 
 Options options(Format f, std::string system = {}, bool no_think = false) {
   Options o;
@@ -48,7 +48,7 @@ TEST(Conversation, HistoryEqualsTheTurnsOfAnInteractiveChat) {
     std::string generated;  // the reply's text as the model emits it after the assistant opening
   };
   for (const Case& c : {Case{Format::chatml, "Four."}, Case{Format::harmony, "<|channel|>final<|message|>Four."},
-                        Case{Format::mistral, " Four."}}) {
+                        Case{Format::mistral, " Four."}, Case{Format::gemma, "Four."}}) {
     SCOPED_TRACE(std::string(format_name(c.format)));
     const Options o = options(c.format, "Be brief.");
     const std::string turns =
@@ -94,6 +94,29 @@ TEST(Conversation, MistralAsMixtralsTemplate) {
       {Role::system, "Be brief."}, {Role::user, "Hi"}, {Role::assistant, "Hello!"}, {Role::user, "Bye"}};
   EXPECT_EQ(render_conversation(options(Format::mistral), msgs),
             "[INST] Be brief.\n\nHi [/INST] Hello!</s>[INST] Bye [/INST]");
+}
+
+// Gemma 3's chat template (../shared/tokenizer/gemma3-vocab.gguf): the system text and a blank line open the first
+// user turn, replies are "model" turns, every content is trimmed.
+TEST(Conversation, GemmaAsGemma3sTemplate) {
+  const std::vector<Message> msgs = {
+      {Role::system, "Be brief."}, {Role::user, " Hi\n"}, {Role::assistant, "Hello!"}, {Role::user, "Bye"}};
+  EXPECT_EQ(render_conversation(options(Format::gemma), msgs),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+}
+
+// Qwen3.5/3.6's template opens the think block in its generation prompt; enable_thinking=false still gives the
+// empty block.
+TEST(Conversation, ChatMLWhoseTemplateOpensTheThinkBlock) {
+  Options o = options(Format::chatml);
+  o.think_opens = true;
+  const std::vector<Message> user = {{Role::user, "Hi"}};
+  EXPECT_EQ(render_conversation(o, user), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
+  EXPECT_EQ(render_conversation(o, user), render_user_turn(o, "Hi", true, false));
+  o.no_think = true;
+  EXPECT_EQ(render_conversation(o, user),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }
 
 TEST(Conversation, SystemMessagesMergeInOrderAfterTheOption) {

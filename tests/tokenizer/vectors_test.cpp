@@ -20,7 +20,7 @@ namespace {
 
 const std::vector<std::string> kVocabs = {
     "qwen3-vocab", "gptoss-vocab", "llama3-vocab", "ggml-vocab-gpt-2", "ggml-vocab-deepseek-llm",
-    "ggml-vocab-starcoder", "ggml-vocab-llama-spm", "ggml-vocab-phi-3",
+    "ggml-vocab-starcoder", "ggml-vocab-llama-spm", "ggml-vocab-phi-3", "gemma3-vocab",
 };
 
 std::filesystem::path tok_dir() { return shared_dir() / "tokenizer"; }
