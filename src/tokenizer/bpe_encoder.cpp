@@ -3,8 +3,6 @@
 #include <queue>
 #include <string>
 
-#include "tokenizer/symbols.h"
-
 namespace moetier::tokenizer {
 
 namespace {
@@ -26,16 +24,7 @@ struct BigramOrder {
 
 }  // namespace
 
-void bpe_encode_word(const Vocab& v, std::string_view word, std::vector<int32_t>& out) {
-  if (word.empty()) return;
-  if (v.ignore_merges) {
-    if (const auto id = v.find(word)) {
-      out.push_back(*id);
-      return;
-    }
-  }
-
-  std::vector<Symbol> sym;
+void bpe_merge(const Vocab& v, std::string_view word, std::vector<Symbol>& sym) {
   split_symbols(word, sym);
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
@@ -60,6 +49,19 @@ void bpe_encode_word(const Vocab& v, std::string_view word, std::vector<int32_t>
     try_add(l.prev, bg.left);
     try_add(bg.left, l.next);
   }
+}
+
+void bpe_encode_word(const Vocab& v, std::string_view word, std::vector<int32_t>& out) {
+  if (word.empty()) return;
+  if (v.ignore_merges) {
+    if (const auto id = v.find(word)) {
+      out.push_back(*id);
+      return;
+    }
+  }
+
+  std::vector<Symbol> sym;
+  bpe_merge(v, word, sym);
 
   for (int32_t i = 0; i != -1; i = sym[static_cast<size_t>(i)].next) {
     const Symbol& s = sym[static_cast<size_t>(i)];

@@ -49,10 +49,10 @@ void append_piece(const Vocab& v, int32_t id, bool render_special, std::string& 
       return;
     }
     case TokenType::normal:
-      if (v.kind == VocabKind::sentence_piece) {
-        append_unescaped(t.text, out);
-      } else {
+      if (v.kind == VocabKind::byte_level_bpe) {
         byte_level_decode(t.text, out);
+      } else {
+        append_unescaped(t.text, out);  // SentencePiece and Gemma 4 write spaces as "▁"
       }
       return;
     case TokenType::unused:

@@ -107,10 +107,15 @@ void resolve_special_tokens(const gguf::Metadata& md, Vocab& v) {
       if (v.find("<|call|>")) v.tokens[static_cast<size_t>(*end)].type = TokenType::user_defined;
     }
   }
-  // Gemma 4 (the vocab with "<|tool_response>"): "</s>" is text there and must not end a reply (the reference's
-  // "remove </s> eog token if gemma4"); it stays control, as the reference leaves it.
+  // Gemma 4 (the vocab with "<|tool_response>"): "</s>" is text there (an HTML tag) and must not end a reply. The
+  // reference ("workaround for gemma4 and paddleocr: do not include </s> as an eog token", llama_vocab::impl::load)
+  // takes it out of the end-of-generation set and re-types it normal, so it is neither cut out of input text as a
+  // special token nor hidden when rendered.
   if (v.find("<|tool_response>")) {
-    if (auto s = v.find("</s>"); s && *s != v.eos) eog.erase(std::remove(eog.begin(), eog.end(), *s), eog.end());
+    if (auto s = v.find("</s>"); s && *s != v.eos) {
+      eog.erase(std::remove(eog.begin(), eog.end(), *s), eog.end());
+      v.tokens[static_cast<size_t>(*s)].type = TokenType::normal;
+    }
   }
   // The harmony header markers are user-defined in every vocab that has them (the reference's "quick hack for
   // gpt-oss, always render these tokens", llama_vocab::impl::load): they are matched in input text even with

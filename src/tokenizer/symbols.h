@@ -1,5 +1,5 @@
-// The symbol list both merge-based encoders (SentencePiece, byte-level BPE) work on: the text split into UTF-8
-// characters, doubly linked, where merging a pair grows the left symbol and unlinks the right one.
+// The symbol list the merge-based encoders (SentencePiece, byte-level BPE, Gemma 4's BPE) work on: the text split
+// into UTF-8 characters, doubly linked, where merging a pair grows the left symbol and unlinks the right one.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,5 @@
-// Tokenizer: loading and the encode pipeline (special-token split, then SentencePiece or pre-tokenizer + BPE).
+// Tokenizer: loading and the encode pipeline (special-token split, then SentencePiece, pre-tokenizer + byte-level
+// BPE, or Gemma 4's SentencePiece-style BPE).
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "tokenizer/bpe_encoder.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/detokenizer.h"
+#include "tokenizer/gemma4_encoder.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/special_split.h"
 #include "tokenizer/spm_encoder.h"
@@ -28,6 +30,7 @@ struct Tokenizer::Impl {
   }
   void encode_spm(const std::vector<Fragment>& frags, bool add_special, std::vector<int32_t>& out) const;
   void encode_bpe(const std::vector<Fragment>& frags, bool add_special, std::vector<int32_t>& out) const;
+  void encode_gemma4(const std::vector<Fragment>& frags, bool add_special, std::vector<int32_t>& out) const;
 };
 
 Tokenizer::Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
@@ -58,6 +61,9 @@ Tokenizer Tokenizer::from_metadata(const gguf::Metadata& md) {
   if (spec != nullptr) {
     impl->splitter.emplace(spec->regexes);
     impl->kind = fmt::format("gpt2 (byte-level BPE, pre={})", impl->vocab.pre);
+  } else if (impl->vocab.kind == VocabKind::gemma4_bpe) {
+    // tokenizer.ggml.pre is not read: the reference forces "gemma4" for this model whatever the file says.
+    impl->kind = "gemma4 (SentencePiece-style BPE)";
   } else {
     impl->kind = "llama (SentencePiece)";
   }
@@ -105,15 +111,34 @@ void Tokenizer::Impl::encode_bpe(const std::vector<Fragment>& frags, bool add_sp
   if (add_special && vocab.add_eos) out.push_back(vocab.eos);
 }
 
+void Tokenizer::Impl::encode_gemma4(const std::vector<Fragment>& frags, bool add_special,
+                                    std::vector<int32_t>& out) const {
+  if (add_special && vocab.add_bos) out.push_back(vocab.bos);
+  for (const Fragment& f : frags) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+    } else {
+      gemma4_encode(vocab, f.text, out);
+    }
+  }
+  if (add_special && vocab.add_eos) out.push_back(vocab.eos);
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   const Impl& im = *impl_;
   const std::vector<Fragment> frags = split_special(im.vocab, text, parse_special);
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
-  if (im.vocab.kind == VocabKind::sentence_piece) {
-    im.encode_spm(frags, add_special, out);
-  } else {
-    im.encode_bpe(frags, add_special, out);
+  switch (im.vocab.kind) {
+    case VocabKind::sentence_piece:
+      im.encode_spm(frags, add_special, out);
+      break;
+    case VocabKind::byte_level_bpe:
+      im.encode_bpe(frags, add_special, out);
+      break;
+    case VocabKind::gemma4_bpe:
+      im.encode_gemma4(frags, add_special, out);
+      break;
   }
   return out;
 }

@@ -1,10 +1,11 @@
-// Text <-> token ids for the vocabularies stored in GGUF files: SentencePiece ("llama") and byte-level BPE
-// ("gpt2") with the pre-tokenizers listed by supported_pre_tokenizers().
+// Text <-> token ids for the vocabularies stored in GGUF files: SentencePiece ("llama"), byte-level BPE ("gpt2")
+// with the pre-tokenizers listed by supported_pre_tokenizers(), and Gemma 4's SentencePiece-style BPE ("gemma4").
 //
 // The behaviour is that of llama.cpp's tokenizer (src/llama-vocab.cpp), which is what GGUF models are
 // published and evaluated with; ../shared/tokenizer holds its vectors, and tests/tokenizer reproduces them all.
 // Algorithms and their sources are documented per file: vocab.h (keys and defaults), special_split.h,
-// pre_tokenizer.h, spm_encoder.h, bpe_encoder.h, byte_level.h, detokenizer.h.
+// pre_tokenizer.h, spm_encoder.h, bpe_encoder.h, byte_level.h, gemma4_encoder.h, detokenizer.h. No reference
+// vectors exist yet for "gemma4"; its rules are read from the reference source (gemma4_encoder.h).
 //
 // Differences from the reference, by design: text that is not valid UTF-8 is encoded byte by byte (byte
 // fallback / byte-level symbols) instead of being replaced by U+FFFD, so encode/decode round-trips any bytes;
@@ -71,7 +72,7 @@ class Tokenizer {
   // Id of the token whose vocab text is exactly `text` (as stored: "▁the", "Ġthe", "<|im_end|>").
   std::optional<int32_t> find_token(std::string_view text) const;
   const std::string& token_text(int32_t id) const;  // vocab text as stored; throws on a bad id
-  // "llama (SentencePiece)" or "gpt2 (byte-level BPE, pre=qwen2)".
+  // "llama (SentencePiece)", "gpt2 (byte-level BPE, pre=qwen2)" or "gemma4 (SentencePiece-style BPE)".
   std::string_view kind() const;
 
   const Vocab& vocab() const;  // for diagnostics and tests

@@ -3,10 +3,13 @@
 // Source of the key meanings and defaults: ggml docs/gguf.md ("Tokenizer") and llama.cpp src/llama-vocab.cpp
 // (llama_vocab::impl::load), whose behaviour the test vectors in ../shared/tokenizer pin down:
 //   - tokenizer.ggml.model "llama" = SentencePiece (BPE over scores with byte fallback), "gpt2" = byte-level BPE
-//     over ranked merges;
+//     over ranked merges, "gemma4" = SentencePiece-style BPE over ranked merges (gemma4_encoder.h);
 //   - SentencePiece defaults: add BOS, no EOS, add a space prefix; byte-level BPE defaults: no BOS, no EOS, no
 //     space prefix; tokenizer.ggml.add_bos_token / add_eos_token / add_space_prefix override them, and the
 //     llama3-family pre-tokenizers default to adding BOS;
+//   - "gemma4": BOS is always added, even where tokenizer.ggml.add_bos_token is false (the reference's
+//     "workaround for Gemma 4", llama.cpp PR 21500); no space prefix, whatever the key says (its encoder never
+//     adds one); tokenizer.ggml.pre is ignored (the reference forces "gemma4");
 //   - token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
 #pragma once
 
@@ -29,7 +32,11 @@ enum class TokenType : uint8_t {
   undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6,
 };
 
-enum class VocabKind : uint8_t { sentence_piece, byte_level_bpe };
+enum class VocabKind : uint8_t {
+  sentence_piece,  // "llama"
+  byte_level_bpe,  // "gpt2"
+  gemma4_bpe,      // "gemma4": merges over raw UTF-8 with "▁" for spaces and "<0xXX>" byte fallback
+};
 
 struct TokenData {
   std::string text;
@@ -51,11 +58,11 @@ struct Vocab {
   std::vector<TokenData> tokens;                          // [n_vocab]
   std::unordered_map<std::string_view, int32_t> text_to_id;  // views into tokens[i].text
 
-  // Byte-level BPE: "left right" (the merge line itself) -> rank (index in tokenizer.ggml.merges).
+  // BPE ("gpt2", "gemma4"): "left right" (the merge line itself) -> rank (index in tokenizer.ggml.merges).
   std::unordered_map<std::string, int32_t> merge_rank;
   bool ignore_merges = false;  // a pre-tokenized word that is itself a token is emitted whole (llama3 family)
 
-  // SentencePiece byte fallback: id of "<0xXX>" per byte, -1 where the vocab lacks it.
+  // Byte fallback of "llama" and "gemma4" vocabs: id of "<0xXX>" per byte, -1 where the vocab lacks it.
   std::array<int32_t, 256> byte_token{};
 
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;

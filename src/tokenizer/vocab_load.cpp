@@ -41,7 +41,7 @@ bool read_flag(const gguf::Metadata& md, std::string_view key, bool fallback) {
 }
 
 void load_merges(const gguf::Metadata& md, Vocab& v) {
-  if (!md.has(kMerges)) fail("metadata key '{}' is missing (required for tokenizer.ggml.model 'gpt2')", kMerges);
+  if (!md.has(kMerges)) fail("metadata key '{}' is missing (required for tokenizer.ggml.model '{}')", kMerges, v.model);
   std::vector<std::string> merges = md.get_string_array(kMerges);
   v.merge_rank.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
@@ -70,9 +70,13 @@ void load_vocab(const gguf::Metadata& md, const PreDefaults& pre, Vocab& v) {
     v.kind = VocabKind::sentence_piece;
   } else if (v.model == "gpt2") {
     v.kind = VocabKind::byte_level_bpe;
+  } else if (v.model == "gemma4") {
+    v.kind = VocabKind::gemma4_bpe;
   } else {
-    fail("metadata key '{}' = '{}' is not supported (expected 'llama' for SentencePiece or 'gpt2' for byte-level BPE)",
-         kModel, v.model);
+    fail(
+        "metadata key '{}' = '{}' is not supported (supported: 'llama' for SentencePiece, 'gpt2' for byte-level "
+        "BPE, 'gemma4' for Gemma 4's SentencePiece-style BPE)",
+        kModel, v.model);
   }
   v.pre = md.get_string_or("tokenizer.ggml.pre", "");
 
@@ -110,10 +114,11 @@ void load_vocab(const gguf::Metadata& md, const PreDefaults& pre, Vocab& v) {
   for (int32_t i = 0; i < n; ++i) v.text_to_id.insert_or_assign(std::string_view(v.tokens[static_cast<size_t>(i)].text), i);
 
   v.byte_token.fill(-1);
-  if (v.kind == VocabKind::byte_level_bpe) {
+  if (v.kind != VocabKind::sentence_piece) {
     load_merges(md, v);
     v.ignore_merges = pre.ignore_merges;
-  } else {
+  }
+  if (v.kind != VocabKind::byte_level_bpe) {
     for (int b = 0; b < 256; ++b) {
       if (auto id = v.find(fmt::format("<0x{:02X}>", b))) v.byte_token[static_cast<size_t>(b)] = *id;
     }
@@ -130,6 +135,12 @@ void load_vocab(const gguf::Metadata& md, const PreDefaults& pre, Vocab& v) {
   v.add_bos = read_flag(md, "tokenizer.ggml.add_bos_token", spm || pre.add_bos);
   v.add_eos = read_flag(md, "tokenizer.ggml.add_eos_token", false);
   v.add_space_prefix = read_flag(md, "tokenizer.ggml.add_space_prefix", spm);
+  if (v.kind == VocabKind::gemma4_bpe) {
+    // The reference overrides add_bos_token = false for Gemma 4 (llama.cpp PR 21500). Its BPE encoder never adds
+    // a space prefix; a true add_space_prefix would only make decode's strip_space_prefix drop a real space.
+    v.add_bos = true;
+    v.add_space_prefix = false;
+  }
   if (v.add_bos && v.bos < 0) {
     fail("the vocab adds BOS (tokenizer.ggml.add_bos_token or its default) but 'tokenizer.ggml.bos_token_id' is absent");
   }

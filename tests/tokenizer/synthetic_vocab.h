@@ -60,4 +60,35 @@ inline gguf::Metadata bpe_metadata(const std::string& pre) {
   return md;
 }
 
+// Gemma 4 style ("gemma4", SentencePiece-style BPE): <pad> <eos> <bos> <unk> <|turn> <turn|> <|tool_response>
+// (control; <unk> unknown), </s> and <mark> (user-defined), the 256 byte tokens "<0xXX>", then `pieces` (normal);
+// `merges` ("left right") in rank order. BOS is <bos> (id 2), EOS <eos> (id 1); tokenizer.ggml.pre is absent, as
+// in the published Gemma 4 GGUFs.
+inline gguf::Metadata gemma4_metadata(const std::vector<std::string>& pieces, const std::vector<std::string>& merges) {
+  std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>", "<|turn>", "<turn|>", "<|tool_response>",
+                                     "</s>",  "<mark>"};
+  std::vector<gguf::Value> types;
+  for (const int t : {3, 3, 3, 2, 3, 3, 3, 4, 4}) types.push_back(gguf::Value::of_int32(t));
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    tokens.emplace_back(buf);
+    types.push_back(gguf::Value::of_int32(6));
+  }
+  for (const std::string& p : pieces) {
+    tokens.push_back(p);
+    types.push_back(gguf::Value::of_int32(1));
+  }
+  gguf::Metadata md;
+  md.set("tokenizer.ggml.model", gguf::Value::of_string("gemma4"));
+  md.set("tokenizer.ggml.tokens", string_array(tokens));
+  md.set("tokenizer.ggml.token_type", gguf::Value::of_array(gguf::ValueType::INT32, std::move(types)));
+  md.set("tokenizer.ggml.merges", string_array(merges));
+  md.set("tokenizer.ggml.bos_token_id", gguf::Value::of_uint32(2));
+  md.set("tokenizer.ggml.eos_token_id", gguf::Value::of_uint32(1));
+  md.set("tokenizer.ggml.unknown_token_id", gguf::Value::of_uint32(3));
+  md.set("tokenizer.ggml.padding_token_id", gguf::Value::of_uint32(0));
+  return md;
+}
+
 }  // namespace moetier::test
