@@ -45,14 +45,15 @@ std::string_view format_name(Format f) {
     case Format::harmony: return "harmony";
     case Format::mistral: return "mistral";
     case Format::gemma: return "gemma";
+    case Format::gemma4: return "gemma4";
   }
   return "?";
 }
 
 Format parse_format(std::string_view name) {
-  for (Format f : {Format::chatml, Format::harmony, Format::mistral, Format::gemma})
+  for (Format f : {Format::chatml, Format::harmony, Format::mistral, Format::gemma, Format::gemma4})
     if (name == format_name(f)) return f;
-  fail("--chat-format '{}' is not known; choose chatml, harmony, mistral or gemma", name);
+  fail("--chat-format '{}' is not known; choose chatml, harmony, mistral, gemma or gemma4", name);
 }
 
 Format detect_format(const gguf::Metadata& md) {
@@ -61,13 +62,15 @@ Format detect_format(const gguf::Metadata& md) {
   if (contains(tmpl, "<|channel|>") || contains(tmpl, "<|start|>")) return Format::harmony;
   if (contains(tmpl, "[INST]")) return Format::mistral;
   if (contains(tmpl, "<start_of_turn>")) return Format::gemma;
+  if (contains(tmpl, "<|turn>")) return Format::gemma4;
   const std::string arch = md.get_string_or("general.architecture", "");
   if (arch.rfind("qwen", 0) == 0) return Format::chatml;
   if (arch == "gpt-oss") return Format::harmony;
   if (arch == "llama") return Format::mistral;
+  if (arch == "gemma4") return Format::gemma4;
   if (arch.rfind("gemma", 0) == 0) return Format::gemma;
   fail("cannot tell the chat format of this model (architecture '{}', {}): pass --chat-format "
-       "chatml|harmony|mistral|gemma",
+       "chatml|harmony|mistral|gemma|gemma4",
        arch, tmpl.empty() ? "no chat template" : "an unrecognised chat template");
 }
 
@@ -90,6 +93,10 @@ std::string chatml_reply_opening(const Options& o) {
 
 std::string gemma_turn(std::string_view role, std::string_view prefix, std::string_view content) {
   return fmt::format("<start_of_turn>{}\n{}{}<end_of_turn>\n", role, prefix, trim(content));
+}
+
+std::string gemma4_turn(std::string_view role, std::string_view content) {
+  return fmt::format("<|turn>{}\n{}<turn|>\n", role, trim(content));
 }
 
 std::string render_user_turn(const Options& o, std::string_view msg, bool first, bool close_previous) {
@@ -118,6 +125,10 @@ std::string render_user_turn(const Options& o, std::string_view msg, bool first,
       if (close_previous) s += "<end_of_turn>\n";
       return s + gemma_turn("user", first && !o.system_prompt.empty() ? o.system_prompt + "\n\n" : "", msg) +
              "<start_of_turn>model\n";
+    case Format::gemma4:
+      if (close_previous) s += "<turn|>\n";
+      if (first && !o.system_prompt.empty()) s += gemma4_turn("system", o.system_prompt);
+      return s + gemma4_turn("user", msg) + std::string(kGemma4ReplyOpening);
   }
   return s;
 }
@@ -135,6 +146,8 @@ std::vector<std::string_view> control_markers(const Options& o) {
       return {"</s>"};
     case Format::gemma:
       return {"<start_of_turn>", "<end_of_turn>"};
+    case Format::gemma4:
+      return {"<|turn>", "<turn|>", "<|channel>", "<channel|>"};
   }
   return {};
 }

@@ -6,7 +6,9 @@
 // non-thinking replies); OpenAI's harmony response format (gpt-oss model card, "openai/harmony"); Mistral's
 // [INST] instruction format (Mixtral-8x7B-Instruct tokenizer_config.json); Gemma's turns (Gemma 3's chat template,
 // ../shared/tokenizer/gemma3-vocab.gguf: "<start_of_turn>user\n…<end_of_turn>\n<start_of_turn>model\n", the
-// system text opening the first user turn). Qwen3.5/3.6 use ChatML with a template whose generation prompt opens
+// system text opening the first user turn); Gemma 4's turns ("<|turn>user\n…<turn|>\n<|turn>model\n", the system
+// text in its own system turn, and the generation prompt's empty thought channel "<|channel>thought\n<channel|>"
+// that the template writes when enable_thinking is off, its default). Qwen3.5/3.6 use ChatML with a template whose generation prompt opens
 // the think block itself ("<|im_start|>assistant\n<think>\n"; with enable_thinking false an empty block).
 #pragma once
 
@@ -19,14 +21,14 @@
 
 namespace moetier::chat {
 
-enum class Format { chatml, harmony, mistral, gemma };
+enum class Format { chatml, harmony, mistral, gemma, gemma4 };
 
-std::string_view format_name(Format f);  // "chatml", "harmony", "mistral", "gemma"
+std::string_view format_name(Format f);  // "chatml", "harmony", "mistral", "gemma", "gemma4"
 // Parse a --chat-format value; throws moetier::Error listing the formats.
 Format parse_format(std::string_view name);
 // From the model: the tokenizer.chat_template contents when present (its markers identify the format), else
-// the architecture (qwen*: ChatML, gpt-oss: harmony, llama: Mistral, gemma*: Gemma). Throws when neither
-// identifies one.
+// the architecture (qwen*: ChatML, gpt-oss: harmony, llama: Mistral, gemma4: Gemma 4, other gemma*: Gemma).
+// Throws when neither identifies one.
 Format detect_format(const gguf::Metadata& md);
 // Whether the model's ChatML template opens the reply's think block in its generation prompt (Qwen3.5/3.6:
 // '<think>\n' written after "<|im_start|>assistant\n"), rather than leaving the model to open it (Qwen3).
@@ -61,6 +63,11 @@ std::string chatml_reply_opening(const Options& opts);
 // One Gemma turn: "<start_of_turn>{role}\n{prefix}{content, trimmed}<end_of_turn>\n" (role "user" or "model";
 // prefix: the system text and a blank line on the first user turn, as Gemma 3's template does).
 std::string gemma_turn(std::string_view role, std::string_view prefix, std::string_view content);
+// One Gemma 4 turn: "<|turn>{role}\n{content, trimmed}<turn|>\n" (role "system", "user" or "model").
+std::string gemma4_turn(std::string_view role, std::string_view content);
+// Gemma 4's generation prompt: the model turn opened with the empty thought channel (thinking off). moetier does
+// not offer Gemma 4's thinking mode yet (its "<|think|>" system flag and thought channel in replies).
+inline constexpr std::string_view kGemma4ReplyOpening = "<|turn>model\n<|channel>thought\n<channel|>";
 
 // The control-token texts the turns of `opts` are made of (what render_user_turn() writes; for harmony also the
 // channel marker a reply starts with): a vocabulary without one of them tokenizes it as plain text and the model

@@ -81,6 +81,21 @@ std::string render_gemma(std::string_view system, std::span<const Message> messa
   return s + "<start_of_turn>model\n";
 }
 
+// Gemma 4's template: the system text in a system turn, replies as "model" turns with any thought channel
+// dropped (the text after the last "<channel|>"), the generation prompt with the empty thought channel.
+std::string render_gemma4(std::string_view system, std::span<const Message> messages) {
+  std::string s = system.empty() ? std::string() : gemma4_turn("system", system);
+  for (const Message& m : messages) {
+    if (m.role == Role::user) s += gemma4_turn("user", m.content);
+    if (m.role == Role::assistant) {
+      std::string_view answer = m.content;
+      if (const size_t end = answer.rfind("<channel|>"); end != std::string_view::npos) answer.remove_prefix(end + 10);
+      s += gemma4_turn("model", answer);
+    }
+  }
+  return s + std::string(kGemma4ReplyOpening);
+}
+
 }  // namespace
 
 std::optional<Role> parse_role(std::string_view name) {
@@ -106,6 +121,7 @@ std::string render_conversation(const Options& opts, std::span<const Message> me
     case Format::harmony: return render_harmony(opts, system, messages);
     case Format::mistral: return render_mistral(system, messages);
     case Format::gemma: return render_gemma(system, messages);
+    case Format::gemma4: return render_gemma4(system, messages);
   }
   return {};
 }

@@ -79,6 +79,7 @@ ReasoningParser::ReasoningParser(Format format, ReplyStart start) : format_(form
       break;
     case Format::mistral:
     case Format::gemma:
+    case Format::gemma4:
       break;
   }
 }

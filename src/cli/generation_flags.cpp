@@ -68,8 +68,8 @@ std::optional<uint64_t> SamplingFlags::fixed_seed() const {
 
 void ChatFlags::add_to(CLI::App& cmd, bool with_system) {
   cmd.add_option("--chat-format", format,
-                 "chatml (Qwen), harmony (gpt-oss), mistral ([INST]), gemma (<start_of_turn>); auto: from the "
-                 "model's chat template or architecture")
+                 "chatml (Qwen), harmony (gpt-oss), mistral ([INST]), gemma (<start_of_turn>), gemma4 (<|turn>); auto: "
+                 "from the model's chat template or architecture")
       ->capture_default_str();
   cmd.add_flag("--no-think", no_think,
                "answer without reasoning: ChatML adds an empty think block, harmony goes to the final channel");

@@ -47,7 +47,8 @@ chat::ReplyStart reply_start(const chat::Options& o, const std::string& prompt) 
       return prompt.ends_with("<think>\n") ? chat::ReplyStart::thought : chat::ReplyStart::open;
     case chat::Format::harmony: return o.no_think ? chat::ReplyStart::answer : chat::ReplyStart::open;
     case chat::Format::mistral:
-    case chat::Format::gemma: return chat::ReplyStart::answer;
+    case chat::Format::gemma:
+    case chat::Format::gemma4: return chat::ReplyStart::answer;
   }
   return chat::ReplyStart::open;
 }

@@ -19,6 +19,10 @@ TEST(ChatFormat, DetectedFromTheChatTemplate) {
   const auto gemma = gguf::GgufModel::open(test::shared_dir() / "tokenizer/gemma3-vocab.gguf");
   EXPECT_EQ(detect_format(gemma.metadata()), Format::gemma);
   EXPECT_EQ(parse_format("gemma"), Format::gemma);
+  EXPECT_EQ(parse_format("gemma4"), Format::gemma4);
+  // The tiny Gemma 4 model has no template: from its architecture.
+  const auto gemma4 = gguf::GgufModel::open(test::oracle_dir() / "incoming/gemma4/models/tiny-gemma4-Q8_0.gguf");
+  EXPECT_EQ(detect_format(gemma4.metadata()), Format::gemma4);
   EXPECT_THROW(parse_format("alpaca"), Error);
 }
 
@@ -47,6 +51,16 @@ TEST(ChatFormat, GemmaTurns) {
             "<end_of_turn>\n<start_of_turn>user\nMore<end_of_turn>\n<start_of_turn>model\n");
   const auto markers = control_markers(o);
   EXPECT_EQ(markers, (std::vector<std::string_view>{"<start_of_turn>", "<end_of_turn>"}));
+}
+
+TEST(ChatFormat, Gemma4Turns) {
+  Options o;
+  o.format = Format::gemma4;
+  o.system_prompt = "Be brief.";
+  EXPECT_EQ(render_user_turn(o, "Hi", true, false),
+            "<|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
+  EXPECT_EQ(render_user_turn(o, "More", false, true),
+            "<turn|>\n<|turn>user\nMore<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
 }
 
 TEST(ChatFormat, ChatMLTurns) {

@@ -12,7 +12,7 @@
 namespace moetier::chat {
 namespace {
 
-constexpr Format kFormats[] = {Format::chatml, Format::harmony, Format::mistral, Format::gemma};
+constexpr Format kFormats[] = {Format::chatml, Format::harmony, Format::mistral, Format::gemma, Format::gemma4};
 
 Options options(Format f, std::string system = {}, bool no_think = false) {
   Options o;
@@ -104,6 +104,18 @@ TEST(Conversation, GemmaAsGemma3sTemplate) {
   EXPECT_EQ(render_conversation(options(Format::gemma), msgs),
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
             "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+}
+
+// Gemma 4's template: a system turn, "model" replies without their thought channel, and the generation prompt's
+// empty thought channel (thinking off, the template's default).
+TEST(Conversation, Gemma4AsGemma4sTemplate) {
+  const std::vector<Message> msgs = {{Role::system, "Be brief."},
+                                     {Role::user, "Hi"},
+                                     {Role::assistant, "<|channel>thought\n<channel|>Hello!"},
+                                     {Role::user, "Bye"}};
+  EXPECT_EQ(render_conversation(options(Format::gemma4), msgs),
+            "<|turn>system\nBe brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\nHello!<turn|>\n"
+            "<|turn>user\nBye<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
 }
 
 // Qwen3.5/3.6's template opens the think block in its generation prompt; enable_thinking=false still gives the
