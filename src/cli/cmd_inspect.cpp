@@ -20,11 +20,19 @@ using nlohmann::json;
 
 constexpr uint64_t kDirectIoAlign = 4096;  // O_DIRECT needs file offsets on (at least) 4096-byte boundaries
 constexpr int kFirstExperts = 4;           // how many experts' offsets to list
+constexpr size_t kArrayValues = 64;        // numeric arrays up to this length are shown whole (per-layer keys)
 
 json value_json(const gguf::Value& v) {
   if (v.is_array()) {
     const auto& a = v.as_array();
     json j = {{"type", "array"}, {"elem_type", std::string(gguf::value_type_name(v.elem_type))}, {"count", a.size()}};
+    // Per-layer hyperparameters (head_count_kv, sliding_window_pattern, rope sections) are short numeric arrays:
+    // their values are the point. Vocabularies and merges are not shown.
+    if (v.elem_type != gguf::ValueType::STRING && v.elem_type != gguf::ValueType::ARRAY && a.size() <= kArrayValues) {
+      json values = json::array();
+      for (const gguf::Value& e : a) values.push_back(value_json(e));
+      j["values"] = values;
+    }
     return j;
   }
   switch (v.type) {
@@ -95,9 +103,29 @@ json describe(const gguf::GgufModel& m) {
   j["types"] = types;
 
   json layers = json::array();
-  for (const auto& le : layout.layers())
-    layers.push_back({{"layer", le.layer}, {"n_expert", le.n_expert}, {"expert_bytes", le.expert_bytes},
-                      {"dense_bytes", le.dense_bytes}});
+  for (const auto& le : layout.layers()) {
+    // The stacked tensors of the layer by their name after "blk.N.", in file order: one slice of each per expert.
+    json stacked = json::array();
+    bool merged = false;
+    for (const auto* t : le.stacked) {
+      stacked.push_back(t->name.substr(t->name.find(".ffn_") + 1));
+      merged = merged || t->name.ends_with(".ffn_gate_up_exps.weight");
+    }
+    // A shared expert (Qwen3.5, DeepSeek: blk.N.ffn_*_shexp) runs for every token: dense, counted in dense_bytes.
+    json shared = json::array();
+    const std::string prefix = fmt::format("blk.{}.", le.layer);
+    for (const auto& t : m.tensors()) {
+      if (t.name.starts_with(prefix) && t.name.find("_shexp") != std::string::npos)
+        shared.push_back(t.name.substr(prefix.size()));
+    }
+    layers.push_back({{"layer", le.layer},
+                      {"n_expert", le.n_expert},
+                      {"expert_bytes", le.expert_bytes},
+                      {"dense_bytes", le.dense_bytes},
+                      {"expert_tensors", stacked},
+                      {"merged_gate_up", merged},
+                      {"shared_expert_tensors", shared}});
+  }
   j["moe_layers"] = layers;
   const auto [aligned, all] = layout.aligned_slices(kDirectIoAlign);
   j["expert_slices"] = {{"total", all}, {"aligned_4096", aligned}};
@@ -149,7 +177,8 @@ void print_text(const json& j) {
              j["name"].get<std::string>().empty() ? "" : fmt::format("  ({})", j["name"].get<std::string>()));
   if (!j["hyperparameters"].empty()) {
     fmt::print("hyperparameters:\n");
-    for (const auto& [k, v] : j["hyperparameters"].items()) fmt::print("  {:<40} {}\n", k, v.dump());
+    for (const auto& [k, v] : j["hyperparameters"].items())
+      fmt::print("  {:<40} {}\n", k, v.contains("values") ? v["values"].dump() : v.dump());
   }
   const auto& tok = j["tokenizer"];
   if (!tok.empty())
@@ -182,6 +211,18 @@ void print_text(const json& j) {
     for (const auto& l : j["moe_layers"])
       fmt::print("              {:>5} {:>8} {:>14} {:>12}\n", l["layer"].get<int64_t>(), l["n_expert"].get<int64_t>(),
                  human_bytes(l["expert_bytes"].get<uint64_t>()), human_bytes(l["dense_bytes"].get<uint64_t>()));
+    const auto& l0 = j["moe_layers"][0];
+    std::string names;
+    for (const auto& n : l0["expert_tensors"]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
+    fmt::print(
+        "expert tensors (layer {}): {}{}\n", l0["layer"].get<int64_t>(), names,
+        l0["merged_gate_up"].get<bool>() ? " (gate and up merged: each expert's gate rows, then its up rows)" : "");
+    if (!l0["shared_expert_tensors"].empty()) {
+      std::string shared;
+      for (const auto& n : l0["shared_expert_tensors"]) shared += (shared.empty() ? "" : ", ") + n.get<std::string>();
+      fmt::print("shared expert (layer {}): {} (dense: always resident, never in the expert cache)\n",
+                 l0["layer"].get<int64_t>(), shared);
+    }
     const auto& es = j["expert_slices"];
     fmt::print("expert slices on a 4096-byte boundary: {} of {} (direct I/O can read these into place)\n",
                es["aligned_4096"].get<uint64_t>(), es["total"].get<uint64_t>());

@@ -17,6 +17,9 @@ Attention::Attention(const AttentionConfig& cfg, int64_t max_tok, int64_t n_ctx,
       k_(static_cast<size_t>(max_tok * cfg.n_head_kv * cfg.head_dim)),
       v_(static_cast<size_t>(max_tok * cfg.n_head_kv * cfg.head_dim)),
       ctx_(static_cast<size_t>(max_tok * cfg.n_head * cfg.head_dim)),
+      ones_(cfg.v_norm ? static_cast<size_t>(cfg.head_dim) : 0, 1.0f),
+      qg_(cfg.output_gate ? static_cast<size_t>(max_tok * 2 * cfg.n_head * cfg.head_dim) : 0),
+      gate_(cfg.output_gate ? static_cast<size_t>(max_tok * cfg.n_head * cfg.head_dim) : 0),
       n_ctx_(n_ctx),
       n_threads_(n_threads),
       scores_(static_cast<size_t>(n_ctx * (cfg.n_head / cfg.n_head_kv) * n_threads)) {}
@@ -39,20 +42,32 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
   float* q = q_.data();
   float* k = k_.data();
   float* v = v_.data();
-  const quant::Product qkv[] = {{w.wq, q}, {w.wk, k}, {w.wv, v}};
-  be.matmul_shared_x(qkv, x, n_tok);
+  const quant::Product qkv[] = {{w.wq, cfg_.output_gate ? qg_.data() : q}, {w.wk, k}, {w.wv, v}};
+  const bool v_is_k = w.wv.empty();
+  be.matmul_shared_x(std::span<const quant::Product>(qkv, v_is_k ? 2 : 3), x, n_tok);
+  if (v_is_k) std::copy_n(k, n_tok * nk, v);
+  if (cfg_.output_gate) {  // per head: the query's hd rows, then the gate's
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int64_t h = 0; h < nh; ++h) {
+        const float* src = qg_.data() + t * 2 * nq + h * 2 * hd;
+        std::copy_n(src, hd, q + t * nq + h * hd);
+        std::copy_n(src + hd, hd, gate_.data() + t * nq + h * hd);
+      }
+    }
+  }
   add_bias(q, w.bq, n_tok, nq);
   add_bias(k, w.bk, n_tok, nk);
   add_bias(v, w.bv, n_tok, nk);
   if (!w.q_norm.empty()) rms_norm(q, w.q_norm.data(), q, n_tok * nh, hd, cfg_.norm_eps);
   if (!w.k_norm.empty()) rms_norm(k, w.k_norm.data(), k, n_tok * nkv, hd, cfg_.norm_eps);
+  if (cfg_.v_norm) rms_norm(v, ones_.data(), v, n_tok * nkv, hd, cfg_.norm_eps);
   for (int64_t t = 0; t < n_tok; ++t) {
     rope_.apply(q + t * nq, nh, hd, pos0 + t);
     rope_.apply(k + t * nk, nkv, hd, pos0 + t);
     cache.store(layer, pos0 + t, k + t * nk, v + t * nk);
   }
 
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = cfg_.scale != 0.0f ? cfg_.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t group = nh / nkv;
   util::ThreadPool* pool = be.host_pool();
   const int n_threads = pool != nullptr ? std::min(pool->size(), n_threads_) : 1;
@@ -96,6 +111,11 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
     pool->run([&](int i) {
       if (i < n_threads) range(i);
     });
+  }
+  if (cfg_.output_gate) {
+    float* c = ctx_.data();
+    const float* g = gate_.data();
+    for (int64_t i = 0; i < n_tok * nq; ++i) c[i] *= 1.0f / (1.0f + std::exp(-g[i]));
   }
   be.matmul(w.wo, ctx_.data(), out, n_tok);
   add_bias(out, w.bo, n_tok, cfg_.n_embd);

@@ -1,6 +1,7 @@
 #include "model/decoder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "compute/cpu_backend.h"
@@ -38,7 +39,9 @@ void DecoderModel::setup(const DecoderSizes& s) {
   const int64_t K = std::max<int64_t>(info_.n_expert_used, 1);
   info_.n_seq = opts_.n_seq;
   kv_.clear();
-  for (int q = 0; q < opts_.n_seq; ++q) kv_.emplace_back(hp_.n_layer, info_.n_ctx, s.kv_width, opts_.kv_type);
+  const std::vector<int64_t> kv_widths =
+      s.layer_kv_width.empty() ? std::vector<int64_t>(static_cast<size_t>(hp_.n_layer), s.kv_width) : s.layer_kv_width;
+  for (int q = 0; q < opts_.n_seq; ++q) kv_.emplace_back(kv_widths, info_.n_ctx, opts_.kv_type);
   compute::CpuBackendOptions bo;
   bo.max_cols = std::max(s.max_cols, D);
   bo.max_tok = B;
@@ -77,6 +80,9 @@ void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::sp
     const int32_t id = tokens[static_cast<size_t>(t)];
     if (id < 0 || id >= V) fail("forward: token id {} at index {} is outside the vocabulary (size {})", id, t, V);
     quant::dequantize_row(tok_embd_, id, x + t * D);
+    if (embd_scale_ != 1.0f) {
+      for (int64_t i = 0; i < D; ++i) x[t * D + i] *= embd_scale_;
+    }
   }
   for (int64_t il = 0; il < hp_.n_layer; ++il) {
     const int64_t m = moe_.ordinal(il);
@@ -89,6 +95,11 @@ void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::sp
   const int64_t first = mode == LogitsMode::all ? 0 : n - 1;
   rms_norm(x + first * D, out_norm_.data(), xn_.host(), rows, D, hp_.norm_eps);
   backend_->matmul(output_, xn_.host(), logits.data(), rows);
+  if (logit_softcap_ > 0.0f) {
+    // As the reference engine evaluates it: scale by the reciprocal, tanh, scale back.
+    const float inv = 1.0f / logit_softcap_;
+    for (float& v : logits) v = std::tanh(v * inv) * logit_softcap_;
+  }
 }
 
 void DecoderModel::set_sequence(int seq) {

@@ -27,6 +27,8 @@ namespace moetier::model {
 struct DecoderSizes {
   int64_t max_cols = 0;  // widest matrix input (n_embd, n_ff, n_head * head_dim, ...)
   int64_t kv_width = 0;  // n_head_kv * head_dim
+  // [n_layer]: each layer's n_head_kv * head_dim where layers differ (Gemma 4), else empty (kv_width for all)
+  std::vector<int64_t> layer_kv_width;
 };
 
 class DecoderModel : public Model {
@@ -72,6 +74,11 @@ class DecoderModel : public Model {
   std::unique_ptr<compute::Backend> backend_;  // runs every product; the CPU backend today
   compute::Activations xn_;   // [n_batch, n_embd]: normalised residual, input of a block
   compute::Activations tmp_;  // [n_batch, n_embd]: block output before it joins the residual
+  // Set by an architecture's constructor: token embeddings are multiplied by embd_scale_ (Gemma: sqrt(n_embd)),
+  // and when logit_softcap_ > 0 the logits become logit_softcap_ * tanh(logits / logit_softcap_) (Gemma's
+  // final_logit_softcapping).
+  float embd_scale_ = 1.0f;
+  float logit_softcap_ = 0.0f;
 
  private:
   quant::WeightView tok_embd_;   // [n_vocab, n_embd]

@@ -1,5 +1,6 @@
-// Dense feed-forward block: out = down(glu(gate(x), up(x))) (SwiGLU, Shazeer 2020), for models whose layers
-// have no routed experts (stories260K and other llama-architecture dense models).
+// Dense feed-forward block: out = down(glu(gate(x), up(x))) (SwiGLU, Shazeer 2020; GEGLU for Gemma 4), for models
+// whose layers have no routed experts (stories260K and other llama-architecture dense models), the leading dense
+// blocks of MoE models, and Gemma 4's always-on FFN beside its routed experts.
 #pragma once
 
 #include <cstdint>

@@ -17,6 +17,7 @@ Generator::Generator(Model& model, sample::Sampler& sampler, StepHooks* hooks, i
     : model_(model), sampler_(&sampler), hooks_(hooks), seq_(seq), logits_(static_cast<size_t>(model.info().n_vocab)) {
   model_.set_sequence(seq_);  // checks the sequence exists
   history_.reserve(static_cast<size_t>(model.info().n_ctx));
+  kept_.reserve(static_cast<size_t>(model.info().n_ctx));
 }
 
 bool Generator::prefill(std::span<const int32_t> tokens) {
@@ -25,13 +26,18 @@ bool Generator::prefill(std::span<const int32_t> tokens) {
   if (n_past() + n > n_ctx())
     fail("the prompt is {} tokens but the context has {} of {} free: shorten it or raise -c", n, n_ctx() - n_past(),
          n_ctx());
+  return run_prefill(tokens, true) == n;
+}
+
+int64_t Generator::run_prefill(std::span<const int32_t> tokens, bool stoppable) {
+  const auto n = static_cast<int64_t>(tokens.size());
   if (hooks_) hooks_->begin(true);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n_batch = model_.info().n_batch;
   int64_t done = 0;
   for (int64_t i = 0; i < n; i += n_batch) {
     // One relaxed load per chunk of up to n_batch tokens: the cost of noticing Ctrl-C in a long prompt.
-    if (i > 0 && stop_ != nullptr && stop_->load(std::memory_order_relaxed) != 0) break;
+    if (stoppable && i > 0 && stop_ != nullptr && stop_->load(std::memory_order_relaxed) != 0) break;
     const int64_t len = std::min(n_batch, n - i);
     const auto chunk = tokens.subspan(static_cast<size_t>(i), static_cast<size_t>(len));
     const auto routing = routing_for(len);
@@ -46,12 +52,20 @@ bool Generator::prefill(std::span<const int32_t> tokens) {
   prefill_tokens += done;
   prefill_seconds += s;
   if (hooks_) hooks_->end(true, done, s);
-  return done == n;
+  return done;
 }
 
 void Generator::rewind(int64_t n) {
   assert(n >= 0 && n <= n_past());
-  history_.resize(static_cast<size_t>(n));
+  if (model_.can_keep(n, n_past())) {
+    history_.resize(static_cast<size_t>(n));
+  } else {
+    // The model's state holds all n_past tokens and cannot forget the last ones: read the kept ones again from
+    // position 0 (which starts the sequence over).
+    kept_.assign(history_.begin(), history_.begin() + n);
+    history_.clear();
+    if (n > 0) run_prefill(kept_, false);
+  }
   have_logits_ = false;
 }
 

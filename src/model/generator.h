@@ -44,7 +44,10 @@ class Generator {
   // the flag must outlive the generator. Null (the default): never stop.
   void set_stop_flag(const std::atomic<int>* flag) { stop_ = flag; }
   // Drops the tokens after the first `n_past` from the context (chat drops a turn whose prefill was stopped). The
-  // KV cache rows past it are simply overwritten later. There are no logits to sample from until the next run.
+  // KV cache rows past it are simply overwritten later. A model that cannot keep that prefix (Model::can_keep: one
+  // with recurrent layers, whose state summarises every token read) runs the kept tokens again from position 0, as
+  // one prefill step (seen by the hooks, counted in prefill_tokens; the stop flag is not checked). There are no
+  // logits to sample from until the next run.
   void rewind(int64_t n_past);
   // Samples with `sampler` from now on (a server's slot takes each request's settings); it must outlive its use.
   void set_sampler(sample::Sampler& sampler) { sampler_ = &sampler; }
@@ -69,16 +72,20 @@ class Generator {
 
  private:
   Model& model_;
-  sample::Sampler* sampler_;      // never null
-  StepHooks* hooks_;              // may be null
-  int seq_;                       // the model's sequence
+  sample::Sampler* sampler_;                // never null
+  StepHooks* hooks_;                        // may be null
+  int seq_;                                 // the model's sequence
   const std::atomic<int>* stop_ = nullptr;  // may be null
-  std::vector<float> logits_;     // [n_vocab]: the last token's logits
-  std::vector<int32_t> history_;  // [n_past]: every token in the KV cache
+  std::vector<float> logits_;               // [n_vocab]: the last token's logits
+  std::vector<int32_t> history_;            // [n_past]: every token in the KV cache
   bool have_logits_ = false;
-  std::vector<int32_t> routing_;  // [n_batch, n_moe_layers, n_expert_used] when recording, else empty
-  size_t routing_per_token_ = 0;  // n_moe_layers * n_expert_used
+  std::vector<int32_t> routing_;              // [n_batch, n_moe_layers, n_expert_used] when recording, else empty
+  size_t routing_per_token_ = 0;              // n_moe_layers * n_expert_used
   std::span<int32_t> routing_for(int64_t n);  // the buffer's first n tokens, or empty when not recording
+  // Runs `tokens` after the context in chunks of n_batch, as one prefill step; with `stoppable`, stops between
+  // chunks when the stop flag is raised. Returns the tokens run.
+  int64_t run_prefill(std::span<const int32_t> tokens, bool stoppable);
+  std::vector<int32_t> kept_;  // [n_ctx] reserved: the tokens rewind() runs again
 };
 
 }  // namespace moetier::model

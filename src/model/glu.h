@@ -3,6 +3,8 @@
 //   gpt-oss clamped SwiGLU (gpt-oss model card / reference implementation, ggml's swiglu_oai):
 //     g = min(gate, limit); u = clamp(up, -limit, limit); h = g * sigmoid(alpha * g) * (u + 1)
 //   with alpha = 1.702 and limit = 7.0 for gpt-oss.
+//   GEGLU (Shazeer 2020; Gemma's FFNs, ggml's geglu): h = gelu(gate) * up with the tanh form of GELU (Hendrycks &
+//     Gimpel 2016): gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))).
 #pragma once
 
 #include <cstdint>
@@ -10,15 +12,16 @@
 namespace moetier::model {
 
 struct GluConfig {
-  enum class Kind { swiglu, swiglu_oai } kind = Kind::swiglu;
+  enum class Kind { swiglu, swiglu_oai, geglu } kind = Kind::swiglu;
   float alpha = 1.702f;  // swiglu_oai only
   float limit = 7.0f;    // swiglu_oai only
 };
 
-// h[n] = glu(gate[n], up[n]); h may alias gate or up. Vectorised (quant/kernels/glu_kernels.h: Highway, dispatched
-// at run time): e^x is hwy/contrib/math's Exp (max error 1 ULP against std::exp), so h is within a few ULP of the
-// formula evaluated with std::exp (tests/model/glu_test.cpp), and an element's result does not depend on n or on
-// its position.
+// h[n] = glu(gate[n], up[n]); h may alias gate or up. The SwiGLU forms are vectorised (quant/kernels/glu_kernels.h:
+// Highway, dispatched at run time): e^x is hwy/contrib/math's Exp (max error 1 ULP against std::exp), so h is
+// within a few ULP of the formula evaluated with std::exp (tests/model/glu_test.cpp), and an element's result does
+// not depend on n or on its position. GEGLU is the formula in float with std::tanh
+// (tests/model/gemma4_blocks_test.cpp).
 void glu(const GluConfig& cfg, const float* gate, const float* up, float* h, int64_t n);
 
 }  // namespace moetier::model

@@ -6,12 +6,13 @@
 //   m->forward({&next, 1}, n_prompt, last_logits, LogitsMode::last);  // decode
 //
 // The architecture is chosen by general.architecture through the registry (model/registry.h); supported:
-// llama (dense, and Mixtral-style MoE when blk.*.ffn_gate_inp exists), qwen3moe, gpt-oss. Hyperparameters are
-// validated at load (a missing or out-of-range key throws moetier::Error naming it), and checked against the
-// tensors present before anything is sized by them (block_count against the blk.N names, widths, head counts,
-// head sizes, expert counts and FFN widths against the first block's shapes, the error naming the key, its value
-// and the tensor); every tensor is then bound with a shape check. All activation buffers and the KV cache are allocated by load_model; forward() allocates
-// nothing. A Model is not thread-safe: one forward at a time.
+// llama (dense, and Mixtral-style MoE when blk.*.ffn_gate_inp exists), qwen3moe, qwen35moe, gpt-oss, gemma4 (MoE
+// form). Hyperparameters are validated at load (a missing or out-of-range key throws moetier::Error naming it),
+// and checked against the tensors present before anything is sized by them (block_count against the blk.N names,
+// widths, head counts, head sizes, expert counts and FFN widths against the first block's shapes, the error naming
+// the key, its value and the tensor); every tensor is then bound with a shape check. All activation buffers, the
+// KV cache and the recurrent state are allocated by load_model; forward() allocates nothing. A Model is not
+// thread-safe: one forward at a time.
 #pragma once
 
 #include <cstdint>
@@ -101,6 +102,16 @@ class Model {
   // Makes later forward() calls read and write sequence `seq`'s KV cache, 0 <= seq < info().n_seq (0 at load).
   // Throws moetier::Error for a sequence outside that range.
   virtual void set_sequence(int seq) = 0;
+  // Whether the current sequence, having run positions 0 .. n_past - 1, can continue at position n_keep
+  // (0 <= n_keep <= n_past) with the first n_keep tokens' state kept. An attention-only model keeps any prefix (its
+  // later KV rows are overwritten); a model with recurrent layers (qwen35moe) holds a summary of all n_past tokens
+  // and keeps only n_keep == n_past, or 0 (a new sequence). model::Generator::rewind and the server's prefix reuse
+  // ask this before keeping a prefix.
+  virtual bool can_keep(int64_t n_keep, int64_t n_past) const {
+    (void)n_keep;
+    (void)n_past;
+    return true;
+  }
 };
 
 // Builds the model named by the file's general.architecture. `file` must outlive the model. Routed experts come

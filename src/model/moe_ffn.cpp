@@ -28,9 +28,9 @@ MoeFfn::MoeFfn(const RouterConfig& router, const GluConfig& glu, int64_t n_embd,
       groups_(static_cast<size_t>(router.n_expert)) {}
 
 void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& experts, const float* x,
-                     int64_t n_tok, float* out, int32_t* routing, compute::Backend& be) {
+                     const float* xr, int64_t n_tok, float* out, int32_t* routing, compute::Backend& be) {
   const int64_t E = router_.n_expert, K = router_.n_expert_used, D = n_embd_;
-  be.matmul(rw.gate_inp, x, logits_.data(), n_tok);
+  be.matmul(rw.gate_inp, xr != nullptr ? xr : x, logits_.data(), n_tok);
   std::fill(count_.begin(), count_.end(), 0);
   if (override_ != nullptr) {
     override_->route(layer, n_tok, ids_.data(), weights_.data());
@@ -63,6 +63,7 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
   }
 
   x_ = x;
+  rw_ = &rw;
   n_tok_ = n_tok;
   be_ = &be;
   experts.fetch(layer, std::span<const int32_t>(chosen_.data(), static_cast<size_t>(n_chosen)), *this);
@@ -129,7 +130,13 @@ void MoeFfn::on_experts(std::span<const int32_t> experts, std::span<const moe::E
     for (int64_t p = start_[e]; p < start_[e] + count_[e]; ++p) {
       const float wt = weights_[static_cast<size_t>(slots_[static_cast<size_t>(p)])];
       float* y = per_slot_.data() + p * D;
-      for (int64_t j = 0; j < D; ++j) y[j] = wt * (y[j] + (bias != nullptr ? bias[j] : 0.0f));
+      if (rw_->expert_scale.empty()) {
+        for (int64_t j = 0; j < D; ++j) y[j] = wt * (y[j] + (bias != nullptr ? bias[j] : 0.0f));
+      } else {
+        // Scaled first, then weighted, in the reference engine's order (down_exps_s, then the routing weight).
+        const float se = rw_->expert_scale[e];
+        for (int64_t j = 0; j < D; ++j) y[j] = (y[j] + (bias != nullptr ? bias[j] : 0.0f)) * se * wt;
+      }
     }
   }
 }

@@ -1,7 +1,9 @@
 // Routed mixture-of-experts feed-forward block:
-//   out[t] = sum over the k experts e chosen for token t of  weight[t, e] * down_e(glu(gate_e(x[t]) + bg_e,
-//            up_e(x[t]) + bu_e)) + bd_e
-// (biases only for gpt-oss). Routing is done for the whole batch first; then the (token, slot) pairs are grouped
+//   out[t] = sum over the k experts e chosen for token t of  weight[t, e] * s_e * (down_e(glu(gate_e(x[t]) + bg_e,
+//            up_e(x[t]) + bu_e)) + bd_e)
+// (biases only for gpt-oss; s_e, a per-expert output scale, only for Gemma 4 (ffn_down_exps.scale), else 1). The
+// router reads x, or its own input xr when the architecture gives one (Gemma 4's RMSNorm(h) * ffn_gate_inp.scale /
+// sqrt(n_embd)). Routing is done for the whole batch first; then the (token, slot) pairs are grouped
 // by expert so each chosen expert's weights are read once per batch, and the layer's expert set is requested from
 // the ExpertSource in one call. Each batch of experts it delivers is computed in two passes of the thread pool
 // (every expert's gate and up, then every expert's down: quant::matmul_groups), not two per expert. Each
@@ -22,8 +24,9 @@
 namespace moetier::model {
 
 struct RouterWeights {
-  quant::WeightView gate_inp;  // [n_expert, n_embd]
-  std::vector<float> bias;     // [n_expert] or empty
+  quant::WeightView gate_inp;       // [n_expert, n_embd]
+  std::vector<float> bias;          // [n_expert] or empty
+  std::vector<float> expert_scale;  // [n_expert] or empty: s_e, multiplying expert e's output (Gemma 4)
 };
 
 class MoeFfn final : private moe::ExpertConsumer {
@@ -31,10 +34,11 @@ class MoeFfn final : private moe::ExpertConsumer {
   MoeFfn() = default;
   MoeFfn(const RouterConfig& router, const GluConfig& glu, int64_t n_embd, int64_t n_ff, int64_t max_tok);
 
-  // out[n_tok, n_embd] = MoE(x[n_tok, n_embd]) for MoE layer `layer` (its ordinal, model/moe_layers.h). If
-  // `routing` is not null it receives the chosen expert ids [n_tok, n_expert_used] in descending weight order.
-  void forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& experts, const float* x, int64_t n_tok,
-               float* out, int32_t* routing, compute::Backend& be);
+  // out[n_tok, n_embd] = MoE(x[n_tok, n_embd]) for MoE layer `layer` (its ordinal, model/moe_layers.h), routed by
+  // xr[n_tok, n_embd] (x itself when null). If `routing` is not null it receives the chosen expert ids [n_tok,
+  // n_expert_used] in descending weight order.
+  void forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& experts, const float* x, const float* xr,
+               int64_t n_tok, float* out, int32_t* routing, compute::Backend& be);
 
   const RouterConfig& router() const { return router_; }
   // Routes through `o` instead of the router from now on (null: the router). `o` must outlive the block.
@@ -66,6 +70,7 @@ class MoeFfn final : private moe::ExpertConsumer {
   RoutingOverride* override_ = nullptr;  // not owned; see set_routing_override
   // Per-call state read by on_experts.
   const float* x_ = nullptr;
+  const RouterWeights* rw_ = nullptr;
   int64_t n_tok_ = 0;
   compute::Backend* be_ = nullptr;
 };

@@ -53,10 +53,16 @@ MoeHparams read_moe_hparams(const gguf::GgufModel& file, const ArchMetadata& md,
   const int64_t il = hp.n_dense_lead, D = c.n_embd, E = hp.n_expert, F = hp.n_ff_exp;
   check_shape(file, md, "expert_count", E, gguf::block_tensor(il, "ffn_gate_inp.weight"), {D, E},
               fmt::format("[{}, {}] (n_embd, expert_count)", D, E));
-  check_shape(file, md, ff_fallback ? "feed_forward_length" : "expert_feed_forward_length", F,
-              gguf::block_tensor(il, "ffn_up_exps.weight"), {D, F, E},
-              fmt::format("[{}, {}, {}] (n_embd, {}, expert_count)", D, F, E,
-                          ff_fallback ? "feed_forward_length" : "expert_feed_forward_length"));
+  const char* ff_key = ff_fallback ? "feed_forward_length" : "expert_feed_forward_length";
+  const std::string gate_up = gguf::block_tensor(il, "ffn_gate_up_exps.weight");
+  hp.merged_gate_up = file.find(gate_up) != nullptr;
+  if (hp.merged_gate_up) {
+    check_shape(file, md, ff_key, F, gate_up, {D, 2 * F, E},
+                fmt::format("[{}, {}, {}] (n_embd, 2 x {}, expert_count)", D, 2 * F, E, ff_key));
+  } else {
+    check_shape(file, md, ff_key, F, gguf::block_tensor(il, "ffn_up_exps.weight"), {D, F, E},
+                fmt::format("[{}, {}, {}] (n_embd, {}, expert_count)", D, F, E, ff_key));
+  }
   return hp;
 }
 
@@ -77,6 +83,7 @@ MoeLayers::MoeLayers(const gguf::GgufModel& file, const gguf::TensorBinder& bind
     RouterWeights& r = routers_.emplace_back();
     r.gate_inp = bind.matrix(block_tensor(il, "ffn_gate_inp.weight"), n_embd, hp.n_expert);
     if (with.router_bias) r.bias = bind.vector(block_tensor(il, "ffn_gate_inp.bias"), hp.n_expert);
+    if (with.expert_scale) r.expert_scale = bind.vector(block_tensor(il, "ffn_down_exps.scale"), hp.n_expert);
   }
   moe::ExpertShape shape;
   shape.n_moe_layers = n_moe_layers();
@@ -85,16 +92,19 @@ MoeLayers::MoeLayers(const gguf::GgufModel& file, const gguf::TensorBinder& bind
   shape.n_embd = n_embd;
   shape.n_ff = hp.n_ff_exp;
   shape.has_bias = with.expert_bias;
+  shape.merged_gate_up = hp.merged_gate_up;
   if (!experts) {
     experts_ = std::make_unique<moe::ResidentExperts>(file, shape);
   } else {
     const moe::ExpertShape& g = experts->shape();
     if (g.moe_layers != shape.moe_layers || g.n_expert != shape.n_expert || g.n_embd != shape.n_embd ||
-        g.n_ff != shape.n_ff || g.has_bias != shape.has_bias) {
-      fail("expert source shape (MoE layers {} from block {}, experts {}, n_embd {}, n_ff {}) does not match the "
-           "model's (MoE layers {} from block {}, experts {}, n_embd {}, n_ff {})",
-           g.n_moe_layers, g.moe_layers.empty() ? -1 : g.moe_layers.front(), g.n_expert, g.n_embd, g.n_ff,
-           shape.n_moe_layers, layers_.front(), shape.n_expert, shape.n_embd, shape.n_ff);
+        g.n_ff != shape.n_ff || g.has_bias != shape.has_bias || g.merged_gate_up != shape.merged_gate_up) {
+      fail(
+          "expert source shape (MoE layers {} from block {}, experts {}, n_embd {}, n_ff {}{}) does not match the "
+          "model's (MoE layers {} from block {}, experts {}, n_embd {}, n_ff {}{})",
+          g.n_moe_layers, g.moe_layers.empty() ? -1 : g.moe_layers.front(), g.n_expert, g.n_embd, g.n_ff,
+          g.merged_gate_up ? ", merged gate_up" : "", shape.n_moe_layers, layers_.front(), shape.n_expert, shape.n_embd,
+          shape.n_ff, shape.merged_gate_up ? ", merged gate_up" : "");
     }
     experts_ = std::move(experts);
   }
@@ -102,11 +112,11 @@ MoeLayers::MoeLayers(const gguf::GgufModel& file, const gguf::TensorBinder& bind
   ffn_.set_routing_override(routing_override);
 }
 
-void MoeLayers::forward(int64_t il, const float* xn, int64_t n_tok, float* out, int32_t* routing,
-                        compute::Backend& be) {
+void MoeLayers::forward(int64_t il, const float* xn, int64_t n_tok, float* out, int32_t* routing, compute::Backend& be,
+                        const float* xr) {
   const int64_t m = ordinal(il);
   assert(m >= 0 && "moe_block on a dense block");
-  ffn_.forward(m, routers_[static_cast<size_t>(m)], *experts_, xn, n_tok, out, routing, be);
+  ffn_.forward(m, routers_[static_cast<size_t>(m)], *experts_, xn, xr, n_tok, out, routing, be);
 }
 
 FfnWeights bind_dense_ffn(const gguf::TensorBinder& bind, int64_t il, int64_t n_embd, int64_t n_ff) {

@@ -29,12 +29,14 @@ struct MoeHparams {
   int64_t n_expert_used = 0;  // expert_used_count (at most n_expert), or ModelOptions::n_expert_used
   int64_t n_ff_exp = 0;       // expert_feed_forward_length (or the architecture's fallback)
   int64_t n_dense_lead = 0;   // leading_dense_block_count (default 0): blocks 0 .. n_dense_lead - 1 are dense
+  bool merged_gate_up = false;  // the file has ffn_gate_up_exps [n_embd, 2 n_ff_exp, n_expert] (Gemma 4)
 };
 
 // Reads the above; n_ff_fallback >= 1 is expert_feed_forward_length's default (Mixtral files have only
 // feed_forward_length), 0 makes the key required. Throws naming the key for a bad value, one that the first MoE
-// block's ffn_gate_inp [n_embd, n_expert] or ffn_up_exps [n_embd, n_ff_exp, n_expert] contradicts (checked before
-// anything is sized by it), or an --n-expert-used override outside 1..n_expert.
+// block's ffn_gate_inp [n_embd, n_expert] or ffn_up_exps [n_embd, n_ff_exp, n_expert] (ffn_gate_up_exps [n_embd,
+// 2 n_ff_exp, n_expert] where the file merges them) contradicts (checked before anything is sized by it), or an
+// --n-expert-used override outside 1..n_expert.
 MoeHparams read_moe_hparams(const gguf::GgufModel& file, const ArchMetadata& md, const CommonHparams& c,
                             const ModelOptions& opts, int64_t n_ff_fallback = 0);
 
@@ -47,6 +49,7 @@ void check_dense_ffn_length(const gguf::GgufModel& file, const ArchMetadata& md,
 struct MoeTensors {
   bool router_bias = false;  // ffn_gate_inp.bias [n_expert] (gpt-oss)
   bool expert_bias = false;  // ffn_{gate,up,down}_exps.bias (gpt-oss)
+  bool expert_scale = false;  // ffn_down_exps.scale [n_expert] (Gemma 4), kept with the router, not streamed
 };
 
 class MoeLayers {
@@ -68,20 +71,23 @@ class MoeLayers {
   int64_t n_moe_layers() const { return static_cast<int64_t>(layers_.size()); }
   const MoeHparams& hparams() const { return hp_; }
 
-  // out[n_tok, n_embd] = MoE(xn[n_tok, n_embd]) for MoE block il (is_moe(il)); routing: null or [n_tok,
-  // n_expert_used] receiving the chosen expert ids.
-  void forward(int64_t il, const float* xn, int64_t n_tok, float* out, int32_t* routing, compute::Backend& be);
+  // out[n_tok, n_embd] = MoE(xn[n_tok, n_embd]) for MoE block il (is_moe(il)), routed by xr[n_tok, n_embd] (xn
+  // when null: Gemma 4's router has its own input); routing: null or [n_tok, n_expert_used] receiving the chosen
+  // expert ids.
+  void forward(int64_t il, const float* xn, int64_t n_tok, float* out, int32_t* routing, compute::Backend& be,
+               const float* xr = nullptr);
 
  private:
   MoeHparams hp_;
   std::vector<int64_t> ordinal_;       // [n_layer]: MoE ordinal of each block, -1 when dense
   std::vector<int64_t> layers_;        // [n_moe_layers]: block index of each MoE ordinal, ascending
-  std::vector<RouterWeights> routers_; // [n_moe_layers]: gate_inp [n_expert, n_embd], bias [n_expert] or empty
+  // [n_moe_layers]: gate_inp [n_expert, n_embd], bias [n_expert] or empty, expert_scale [n_expert] or empty
+  std::vector<RouterWeights> routers_;
   MoeFfn ffn_;
   std::unique_ptr<moe::ExpertSource> experts_;
 };
 
-// Binds block il's dense SwiGLU FFN: ffn_gate / ffn_up [n_ff, n_embd], ffn_down [n_embd, n_ff].
+// Binds block il's dense FFN (SwiGLU or GEGLU): ffn_gate / ffn_up [n_ff, n_embd], ffn_down [n_embd, n_ff].
 FfnWeights bind_dense_ffn(const gguf::TensorBinder& bind, int64_t il, int64_t n_embd, int64_t n_ff);
 
 }  // namespace moetier::model

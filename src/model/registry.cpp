@@ -9,10 +9,12 @@ namespace moetier::model {
 
 namespace {
 
-constexpr std::array<ArchitectureEntry, 3> kArchitectures{{
+constexpr std::array<ArchitectureEntry, 5> kArchitectures{{
+    {"gemma4", &make_gemma4, &summarize_gemma4},
     {"gpt-oss", &make_gptoss, &summarize_gptoss},
     {"llama", &make_llama, &summarize_llama},
     {"qwen3moe", &make_qwen3moe, &summarize_qwen3moe},
+    {"qwen35moe", &make_qwen35moe, &summarize_qwen35moe},
 }};
 
 }  // namespace

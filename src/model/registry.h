@@ -30,9 +30,13 @@ const ArchitectureEntry* find_architecture(std::string_view name);
 // Factories, one per arch_*.cpp.
 std::unique_ptr<Model> make_llama(const gguf::GgufModel&, const ModelOptions&, std::unique_ptr<moe::ExpertSource>);
 std::unique_ptr<Model> make_qwen3moe(const gguf::GgufModel&, const ModelOptions&, std::unique_ptr<moe::ExpertSource>);
+std::unique_ptr<Model> make_qwen35moe(const gguf::GgufModel&, const ModelOptions&, std::unique_ptr<moe::ExpertSource>);
 std::unique_ptr<Model> make_gptoss(const gguf::GgufModel&, const ModelOptions&, std::unique_ptr<moe::ExpertSource>);
+std::unique_ptr<Model> make_gemma4(const gguf::GgufModel&, const ModelOptions&, std::unique_ptr<moe::ExpertSource>);
 ArchSummary summarize_llama(const gguf::GgufModel&);
 ArchSummary summarize_qwen3moe(const gguf::GgufModel&);
+ArchSummary summarize_qwen35moe(const gguf::GgufModel&);
 ArchSummary summarize_gptoss(const gguf::GgufModel&);
+ArchSummary summarize_gemma4(const gguf::GgufModel&);
 
 }  // namespace moetier::model

@@ -19,6 +19,7 @@ float corr_dim(int64_t n_rot, int64_t n_ctx_orig, float beta, float base) {
 
 Rope::Rope(const RopeConfig& cfg) : cfg_(cfg) {
   assert(cfg.n_rot > 0 && cfg.n_rot % 2 == 0);
+  assert(cfg.freq_factors.empty() || static_cast<int64_t>(cfg.freq_factors.size()) == cfg.n_rot / 2);
   theta_scale_ = std::pow(cfg.freq_base, -2.0f / static_cast<float>(cfg.n_rot));
   if (cfg.yarn_factor != 1.0f) {
     freq_scale_ = 1.0f / cfg.yarn_factor;
@@ -36,12 +37,15 @@ void Rope::apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos) const
   const int64_t half = cfg_.n_rot / 2;
   // theta is advanced by repeated multiplication, as ggml does, so angles agree to the last bit or two.
   float theta_extrap = static_cast<float>(pos);
+  const float* ff = cfg_.freq_factors.empty() ? nullptr : cfg_.freq_factors.data();
   for (int64_t i = 0; i < half; ++i) {
-    float theta = freq_scale_ * theta_extrap;
+    // The pair's unscaled angle: ggml divides by the frequency factor before YaRN.
+    const float te = ff != nullptr ? theta_extrap / ff[i] : theta_extrap;
+    float theta = freq_scale_ * te;
     if (ext_factor_ != 0.0f) {
       const float y = (static_cast<float>(i) - corr_lo_) / std::max(0.001f, corr_hi_ - corr_lo_);
       const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * ext_factor_;
-      theta = theta * (1.0f - ramp) + theta_extrap * ramp;
+      theta = theta * (1.0f - ramp) + te * ramp;
     }
     const float c = std::cos(theta) * mscale_;
     const float s = std::sin(theta) * mscale_;

@@ -13,9 +13,14 @@
 //   corr_dim(b) = n_rot * ln(n_ctx_orig / (2 pi b)) / (2 ln base).
 // The gpt-oss reference (model card / reference implementation) uses the same ramp with beta_fast 32, beta_slow 1
 // and "concentration" 0.1 ln(factor) + 1.
+//
+// Frequency factors (ggml's rope_ext freq_factors, a model's rope_freqs.weight [n_rot/2]): pair i rotates by
+// theta_i / freq_factors[i] before YaRN. Gemma 4's global layers use them for "proportional" RoPE: factor 1 for
+// the pairs that rotate and 1e30 for the rest, whose angle is then ~1e-30 (cos 1: left as they are).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace moetier::model {
 
@@ -32,6 +37,7 @@ struct RopeConfig {
   float yarn_beta_slow = 1.0f;
   float yarn_ext_factor = 1.0f;   // mix of extrapolation in the ramp (ggml's ext_factor)
   float yarn_attn_factor = 1.0f;  // extra multiplier on mscale
+  std::vector<float> freq_factors;  // [n_rot/2] divisors of each pair's angle, or empty (all 1)
 };
 
 class Rope {

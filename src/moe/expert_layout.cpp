@@ -11,7 +11,8 @@ namespace moetier::moe {
 bool ExpertLayout::is_routed_expert_tensor(const std::string& name) {
   if (!gguf::block_index(name)) return false;
   const auto pos = name.find("_exps.");
-  return pos != std::string::npos && name.find(".ffn_") != std::string::npos;
+  return pos != std::string::npos && name.find(".ffn_") != std::string::npos &&
+         (name.ends_with(".weight") || name.ends_with(".bias"));
 }
 
 std::vector<ExpertSlice> LayerExperts::slices(int64_t e) const {

@@ -2,9 +2,12 @@
 //
 // MoE GGUF files (llama.cpp layout) stack a layer's experts in 3-D tensors blk.N.ffn_{gate,up,down}_exps.weight
 // with ne = [n_in, n_out, n_expert] (expert index outermost), plus for gpt-oss 2-D bias tensors
-// blk.N.ffn_{gate,up,down}_exps.bias with ne = [n_out, n_expert]. Expert e of a stacked tensor is the contiguous
-// slice [e * n_bytes / n_expert, (e + 1) * n_bytes / n_expert). One (layer, expert) unit — what the expert store
-// caches and reads — is the set of its slices across the layer's stacked tensors. Everything else is "dense".
+// blk.N.ffn_{gate,up,down}_exps.bias with ne = [n_out, n_expert]; Gemma 4 merges gate and up into
+// blk.N.ffn_gate_up_exps.weight with ne = [n_in, 2 n_ff, n_expert] (each expert's gate rows, then its up rows).
+// Expert e of a stacked tensor is the contiguous slice [e * n_bytes / n_expert, (e + 1) * n_bytes / n_expert). One
+// (layer, expert) unit — what the expert store caches and reads — is the set of its slices across the layer's
+// stacked tensors. Everything else is "dense", including Gemma 4's per-expert output scales
+// blk.N.ffn_down_exps.scale [n_expert]: a few bytes per layer that the router's side keeps resident.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +44,7 @@ class ExpertLayout {
   // tensors (naming it).
   static ExpertLayout from_model(const gguf::GgufModel& model);
 
-  // Whether a tensor name is a routed-expert stacked tensor (blk.N.ffn_*_exps.{weight,bias}).
+  // Whether a tensor name is a routed-expert stacked tensor (blk.N.ffn_*_exps.{weight,bias}; not .scale).
   static bool is_routed_expert_tensor(const std::string& name);
 
   const std::vector<LayerExperts>& layers() const { return layers_; }  // MoE layers only, ascending

@@ -18,9 +18,11 @@
 namespace moetier::moe {
 
 // Shapes shared by every expert of a model (GGUF order of the stacked tensors: ffn_gate_exps/ffn_up_exps are
-// [n_embd, n_ff, n_expert], ffn_down_exps is [n_ff, n_embd, n_expert]). A source indexes its layers by MoE
-// ordinal m in [0, n_moe_layers): the m-th block with routed experts, in ascending block order. The ordinal and
-// the block index agree only when every block is a MoE layer (DeepSeek and GLM keep dense leading blocks).
+// [n_embd, n_ff, n_expert], ffn_down_exps is [n_ff, n_embd, n_expert]; Gemma 4 merges gate and up into one
+// ffn_gate_up_exps [n_embd, 2 n_ff, n_expert] whose expert slice holds the n_ff gate rows, then the n_ff up rows). A
+// source indexes its layers by MoE ordinal m in [0, n_moe_layers): the m-th block with routed experts, in ascending
+// block order. The ordinal and the block index agree only when every block is a MoE layer (DeepSeek and GLM keep dense
+// leading blocks).
 struct ExpertShape {
   int64_t n_moe_layers = 0;  // blocks with routed experts
   int64_t n_expert = 0;      // experts per MoE layer
@@ -28,12 +30,13 @@ struct ExpertShape {
   int64_t n_ff = 0;          // expert hidden width
   bool has_bias = false;     // gpt-oss: per-expert biases on gate, up and down
   std::vector<int64_t> moe_layers;  // [n_moe_layers]: block index (blk.N) of each MoE layer, ascending
+  bool merged_gate_up = false;      // Gemma 4: gate and up in one ffn_gate_up_exps tensor
 };
 
 // One expert's weights, as views.
 struct ExpertWeights {
   quant::WeightView gate;  // [n_ff, n_embd] (rows, cols)
-  quant::WeightView up;    // [n_ff, n_embd]
+  quant::WeightView up;    // [n_ff, n_embd]; with merged_gate_up the n_ff rows right after gate's
   quant::WeightView down;  // [n_embd, n_ff]
   const float* gate_bias = nullptr;  // [n_ff] or null
   const float* up_bias = nullptr;    // [n_ff] or null

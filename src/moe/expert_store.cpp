@@ -11,8 +11,12 @@ namespace moetier::moe {
 
 namespace {
 
-constexpr std::string_view kRoleSuffix[] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight",
-                                            "ffn_gate_exps.bias",   "ffn_up_exps.bias",   "ffn_down_exps.bias"};
+// Indexed by Role.
+constexpr std::string_view kRoleSuffix[] = {"ffn_gate_exps.weight",   "ffn_up_exps.weight", "ffn_down_exps.weight",
+                                            "ffn_gate_exps.bias",     "ffn_up_exps.bias",   "ffn_down_exps.bias",
+                                            "ffn_gate_up_exps.weight"};
+constexpr int kRoles = 7;
+constexpr int kGateUp = 6;  // Role::gate_up
 
 }  // namespace
 
@@ -21,18 +25,26 @@ ExpertStore::ExpertStore(const gguf::GgufModel& model) : model_(model), layout_(
   const auto& ls = layout_.layers();
   if (ls.empty()) fail("{}: the model has no routed experts (blk.N.ffn_*_exps tensors) to stream", file);
   const gguf::TensorInfo* gate0 = nullptr;
+  bool merged = false;
   for (const auto* t : ls[0].stacked) {
     if (t->name.ends_with(kRoleSuffix[0])) gate0 = t;
+    if (t->name.ends_with(kRoleSuffix[kGateUp])) {
+      gate0 = t;
+      merged = true;
+    }
   }
-  if (gate0 == nullptr || gate0->n_dims != 3) {
-    fail("{}: blk.{} has no 3-D ffn_gate_exps.weight", file, ls[0].layer);
+  if (gate0 == nullptr || gate0->n_dims != 3 || (merged && gate0->ne[1] % 2 != 0)) {
+    fail("{}: blk.{} has no 3-D ffn_gate_exps.weight (or ffn_gate_up_exps.weight of an even row count)", file,
+         ls[0].layer);
   }
   shape_.n_moe_layers = static_cast<int64_t>(ls.size());
   shape_.n_expert = ls[0].n_expert;
   shape_.n_embd = gate0->ne[0];
-  shape_.n_ff = gate0->ne[1];
+  shape_.n_ff = merged ? gate0->ne[1] / 2 : gate0->ne[1];
+  shape_.merged_gate_up = merged;
   const int64_t D = shape_.n_embd, F = shape_.n_ff, E = shape_.n_expert;
-  const std::array<std::array<int64_t, 3>, 6> want = {{{D, F, E}, {D, F, E}, {F, D, E}, {F, E, 1}, {F, E, 1}, {D, E, 1}}};
+  const std::array<std::array<int64_t, 3>, kRoles> want = {
+      {{D, F, E}, {D, F, E}, {F, D, E}, {F, E, 1}, {F, E, 1}, {D, E, 1}, {D, 2 * F, E}}};
 
   layers_.resize(ls.size());
   shape_.moe_layers.reserve(ls.size());
@@ -49,19 +61,20 @@ ExpertStore::ExpertStore(const gguf::GgufModel& model) : model_(model), layout_(
     unsigned seen = 0;
     for (const auto* t : le.stacked) {
       int role = -1;
-      for (int r = 0; r < 6; ++r) {
+      for (int r = 0; r < kRoles; ++r) {
         if (t->name.ends_with(kRoleSuffix[r])) role = r;
       }
       if (role < 0) fail("{}: tensor '{}' is a routed-expert tensor moetier does not know", file, t->name);
       const auto& w = want[static_cast<size_t>(role)];
-      const uint32_t nd = role < 3 ? 3u : 2u;
+      const bool is_bias = role >= 3 && role < kGateUp;
+      const uint32_t nd = is_bias ? 2u : 3u;
       bool ok = t->n_dims == nd;
       for (uint32_t d = 0; d < nd; ++d) ok = ok && t->ne[d] == w[d];
       if (!ok) {
         fail("{}: tensor '{}' has shape {}, expected [{}, {}{}]", file, t->name, t->shape_string(), w[0], w[1],
              nd == 3 ? ", " + std::to_string(w[2]) : std::string());
       }
-      if (role >= 3 && t->type != quant::GgmlType::F32) {
+      if (is_bias && t->type != quant::GgmlType::F32) {
         fail("{}: tensor '{}' has type {}, expected F32", file, t->name, quant::type_name(t->type));
       }
       if ((seen >> role) & 1u) fail("{}: tensor '{}' appears twice", file, t->name);
@@ -71,7 +84,11 @@ ExpertStore::ExpertStore(const gguf::GgufModel& model) : model_(model), layout_(
       l.region.push_back(at);
       at += io::round_up(t->n_bytes / static_cast<uint64_t>(E) + io::kPage - 1, io::kPage);
     }
-    if ((seen & 7u) != 7u) fail("{}: blk.{} lacks one of ffn_{{gate,up,down}}_exps.weight", file, le.layer);
+    const unsigned gate_up_bits = merged ? 1u << kGateUp : 3u;  // gate_up, or gate and up
+    if ((seen & (gate_up_bits | 4u)) != (gate_up_bits | 4u) || (seen & (merged ? 3u : 1u << kGateUp)) != 0) {
+      fail("{}: blk.{} does not have exactly the expert weights {} that blk.{} (the first MoE layer) has", file,
+           le.layer, merged ? "ffn_{gate_up,down}_exps.weight" : "ffn_{gate,up,down}_exps.weight", ls[0].layer);
+    }
     const bool bias = (seen & 0x38u) == 0x38u;
     if ((seen & 0x38u) != 0 && !bias) {
       fail("{}: blk.{} has some but not all ffn_*_exps.bias tensors", file, le.layer);
@@ -120,6 +137,12 @@ ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* sl
     switch (l.roles[s]) {
       case Role::gate: w.gate = {t->type, p, F, D, quant::row_bytes(t->type, D)}; break;
       case Role::up: w.up = {t->type, p, F, D, quant::row_bytes(t->type, D)}; break;
+      case Role::gate_up: {
+        const size_t rb = quant::row_bytes(t->type, D);
+        w.gate = {t->type, p, F, D, rb};
+        w.up = {t->type, p + static_cast<size_t>(F) * rb, F, D, rb};
+        break;
+      }
       case Role::down: w.down = {t->type, p, D, F, quant::row_bytes(t->type, F)}; break;
       // Biases are F32 at 4-byte aligned file offsets, so the in-window pointer is float-aligned.
       case Role::gate_bias: w.gate_bias = reinterpret_cast<const float*>(p); break;

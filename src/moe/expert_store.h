@@ -1,14 +1,14 @@
 // How one routed expert is read from the model file(s) into a slot, and viewed there as ExpertWeights.
 //
 // An expert is a set of slices, one per stacked tensor of its layer (gate, up, down and, for gpt-oss, their
-// biases; see expert_layout.h), each at an arbitrary file offset. Direct I/O needs page-aligned windows, so each
-// slice gets a region of round_up(bytes + 4095, 4096) bytes in the slot and the page-aligned window of the file
-// containing the slice is read there in place; the view points at the slice's first byte inside the window. The
-// window of a slice that ends in the file's last, partial page stops at the end of the file (the reads never ask
-// for bytes past it; io::ModelFiles reads that tail buffered).
-// That reads unaligned slices without a bounce buffer or a copy, at the cost of at most two extra pages per
-// slice. Regions are laid out identically for every expert of a layer (their sizes depend only on the
-// per-expert slice bytes), so a slot holds any expert of any layer once it is slot_bytes() large.
+// biases; for Gemma 4 the merged gate_up and down; see expert_layout.h), each at an arbitrary file offset. Direct I/O
+// needs page-aligned windows, so each slice gets a region of round_up(bytes + 4095, 4096) bytes in the slot and the
+// page-aligned window of the file containing the slice is read there in place; the view points at the slice's first
+// byte inside the window. The window of a slice that ends in the file's last, partial page stops at the end of the file
+// (the reads never ask for bytes past it; io::ModelFiles reads that tail buffered). That reads unaligned slices without
+// a bounce buffer or a copy, at the cost of at most two extra pages per slice. Regions are laid out identically for
+// every expert of a layer (their sizes depend only on the per-expert slice bytes), so a slot holds any expert of any
+// layer once it is slot_bytes() large.
 //
 // Thread-safety: immutable after construction.
 #pragma once
@@ -38,11 +38,12 @@ class ExpertStore {
  public:
   static constexpr int kMaxSlices = 6;  // gate, up, down + three biases
 
-  // Derives the expert shape from the stacked tensors (gate [n_embd, n_ff, n_expert]) and the MoE layers from
-  // ExpertLayout::from_model (the blocks that have them; dense blocks may come anywhere, e.g. first), and checks
-  // that every MoE layer has the same routed experts (gate, up, down, and either all or none of the biases) with
-  // consistent shapes; throws moetier::Error naming the tensor otherwise, or when the model has no routed
-  // experts. `model` must outlive the store. Every `layer` below is a MoE ordinal in [0, n_moe_layers).
+  // Derives the expert shape from the stacked tensors (gate [n_embd, n_ff, n_expert], or gate_up [n_embd, 2 n_ff,
+  // n_expert]) and the MoE layers from ExpertLayout::from_model (the blocks that have them; dense blocks may come
+  // anywhere, e.g. first), and checks that every MoE layer has the same routed experts (gate and up, or the merged
+  // gate_up, down, and either all or none of the biases) with consistent shapes; throws moetier::Error naming the
+  // tensor otherwise, or when the model has no routed experts. `model` must outlive the store. Every `layer` below is a
+  // MoE ordinal in [0, n_moe_layers).
   explicit ExpertStore(const gguf::GgufModel& model);
 
   const ExpertShape& shape() const { return shape_; }
@@ -58,7 +59,7 @@ class ExpertStore {
   ExpertWeights view(int64_t layer, int32_t expert, const uint8_t* slot) const;
 
  private:
-  enum class Role : uint8_t { gate, up, down, gate_bias, up_bias, down_bias };
+  enum class Role : uint8_t { gate, up, down, gate_bias, up_bias, down_bias, gate_up };
   struct Layer {
     std::vector<Role> roles;                        // one per slice, file order
     std::vector<const gguf::TensorInfo*> tensors;   // the stacked tensors, file order

@@ -28,8 +28,12 @@ ResidentExperts::ResidentExperts(const gguf::GgufModel& model, const ExpertShape
   for (size_t m = 0; m < layers_.size(); ++m) {
     const int64_t il = shape_.moe_layers[m];  // block index
     Layer& l = layers_[m];
-    l.gate = bind.matrix_stack(gguf::block_tensor(il, "ffn_gate_exps.weight"), D, F, E);
-    l.up = bind.matrix_stack(gguf::block_tensor(il, "ffn_up_exps.weight"), D, F, E);
+    if (shape.merged_gate_up) {
+      l.gate = bind.matrix_stack(gguf::block_tensor(il, "ffn_gate_up_exps.weight"), D, 2 * F, E);
+    } else {
+      l.gate = bind.matrix_stack(gguf::block_tensor(il, "ffn_gate_exps.weight"), D, F, E);
+      l.up = bind.matrix_stack(gguf::block_tensor(il, "ffn_up_exps.weight"), D, F, E);
+    }
     l.down = bind.matrix_stack(gguf::block_tensor(il, "ffn_down_exps.weight"), F, D, E);
     if (shape.has_bias) {
       l.gate_bias = bind.f32_in_place(gguf::block_tensor(il, "ffn_gate_exps.bias"), {F, E});
@@ -56,8 +60,14 @@ ExpertWeights ResidentExperts::expert(int64_t layer, int32_t e) const {
   const Layer& l = layers_[static_cast<size_t>(layer)];
   const int64_t D = shape_.n_embd, F = shape_.n_ff;
   ExpertWeights w;
-  w.gate = slice(l.gate, e, F);
-  w.up = slice(l.up, e, F);
+  if (shape_.merged_gate_up) {
+    const quant::WeightView both = slice(l.gate, e, 2 * F);
+    w.gate = slice(both, 0, F);
+    w.up = slice(both, 1, F);
+  } else {
+    w.gate = slice(l.gate, e, F);
+    w.up = slice(l.up, e, F);
+  }
   w.down = slice(l.down, e, D);
   if (shape_.has_bias) {
     w.gate_bias = l.gate_bias + e * F;

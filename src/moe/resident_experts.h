@@ -11,7 +11,8 @@ namespace moetier::moe {
 
 class ResidentExperts final : public ExpertSource {
  public:
-  // Binds blk.N.ffn_{gate,up,down}_exps.weight (and .bias when shape.has_bias) of every MoE layer, the blocks
+  // Binds blk.N.ffn_{gate,up,down}_exps.weight (ffn_gate_up_exps.weight and ffn_down_exps.weight when
+  // shape.merged_gate_up; and .bias when shape.has_bias) of every MoE layer, the blocks
   // ExpertLayout::from_model finds routed experts in, checking each shape against `shape`; throws
   // moetier::Error naming the tensor with expected and found shapes, or naming the file when its MoE layers are
   // not shape.n_moe_layers or (when given) not shape.moe_layers. shape().moe_layers is the file's.
@@ -25,7 +26,9 @@ class ResidentExperts final : public ExpertSource {
 
  private:
   struct Layer {
-    quant::WeightView gate;  // [n_expert * n_ff, n_embd]: expert index first
+    // [n_expert * n_ff, n_embd]: expert index first; merged_gate_up: [n_expert * 2 n_ff, n_embd], each expert's
+    // gate rows then its up rows, and `up` empty
+    quant::WeightView gate;
     quant::WeightView up;    // [n_expert * n_ff, n_embd]
     quant::WeightView down;  // [n_expert * n_embd, n_ff]
     const float* gate_bias = nullptr;  // [n_expert, n_ff]

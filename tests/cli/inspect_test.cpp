@@ -19,11 +19,19 @@ using nlohmann::json;
 
 std::vector<fs::path> shared_gguf_files() {
   std::vector<fs::path> v;
-  for (const char* sub : {"oracle/models", "tokenizer"})
-    for (const auto& e : fs::directory_iterator(test::shared_dir() / sub))
+  std::vector<fs::path> dirs{test::shared_dir() / "tokenizer"};
+  for (const auto& root : test::oracle_roots()) dirs.push_back(root / "models");
+  for (const auto& dir : dirs)
+    for (const auto& e : fs::directory_iterator(dir))
       if (e.path().extension() == ".gguf") v.push_back(e.path());
   std::sort(v.begin(), v.end());
   return v;
+}
+
+// A stacked expert tensor (weights, gpt-oss's biases); Gemma 4's ffn_down_exps.scale is one number per expert, kept
+// with the router as a dense tensor.
+bool is_expert_tensor(const std::string& name) {
+  return name.find("_exps.") != std::string::npos && !name.ends_with(".scale");
 }
 
 // The summary is checked against numbers computed here from the reader's tensor list, independently of the
@@ -41,7 +49,7 @@ TEST(Inspect, SummarisesEverySharedModel) {
     uint64_t all = 0, experts = 0, n_exp_tensors = 0;
     for (const auto& t : model.tensors()) {
       all += t.n_bytes;
-      if (t.name.find("_exps.") != std::string::npos) {
+      if (is_expert_tensor(t.name)) {
         experts += t.n_bytes;
         ++n_exp_tensors;
       }
@@ -59,7 +67,7 @@ TEST(Inspect, SummarisesEverySharedModel) {
       for (const auto& t : model.tensors()) {
         if (t.name == "token_embd.weight") embd = t.n_bytes;
         if (t.name == "output.weight") has_output = true;
-        if (t.name.find("_exps.") != std::string::npos)
+        if (is_expert_tensor(t.name))
           expert_read += k * (t.n_bytes / static_cast<uint64_t>(t.ne[t.n_dims - 1]));
       }
       const uint64_t dense_read = all - experts - (has_output ? embd : 0);
@@ -91,7 +99,7 @@ TEST(Inspect, SummarisesEverySharedModel) {
       EXPECT_EQ(jl["n_expert"].get<uint64_t>(), n_expert);
       uint64_t one = 0;
       for (const auto& t : model.tensors())
-        if (t.name.rfind("blk." + std::to_string(l) + ".", 0) == 0 && t.name.find("_exps.") != std::string::npos) {
+        if (t.name.rfind("blk." + std::to_string(l) + ".", 0) == 0 && is_expert_tensor(t.name)) {
           one += t.n_bytes / n_expert;
           for (uint64_t e = 0; e < n_expert; ++e, ++slices)
             aligned += (t.file_offset + e * (t.n_bytes / n_expert)) % 4096 == 0;
@@ -101,7 +109,9 @@ TEST(Inspect, SummarisesEverySharedModel) {
     EXPECT_EQ(j["expert_slices"]["total"].get<uint64_t>(), slices);
     EXPECT_EQ(j["expert_slices"]["aligned_4096"].get<uint64_t>(), aligned);
     const auto& first = j["first_experts"][1];  // expert 1 of the first layer
-    const auto& gate = model.get("blk.0.ffn_gate_exps.weight");
+    // The first expert tensor: gate, or gate and up merged (Gemma 4).
+    const auto& gate = model.find("blk.0.ffn_gate_exps.weight") != nullptr ? model.get("blk.0.ffn_gate_exps.weight")
+                                                                            : model.get("blk.0.ffn_gate_up_exps.weight");
     EXPECT_EQ(first["slices"][0]["offset"].get<uint64_t>(), gate.file_offset + gate.n_bytes / n_expert);
   }
 }
@@ -114,6 +124,26 @@ TEST(Inspect, TextSummaryNamesArchitectureAndExperts) {
   EXPECT_NE(r.output.find("Q4_K"), std::string::npos);
   EXPECT_NE(r.output.find("4096-byte boundary"), std::string::npos);
   EXPECT_NE(r.output.find("per decode token: "), std::string::npos) << r.output;
+}
+
+// Gemma 4's merged gate/up experts and per-layer arrays, Qwen3.5's shared expert: shown for what they are.
+TEST(Inspect, MergedGateUpSharedExpertAndPerLayerArrays) {
+  const fs::path incoming = test::oracle_dir() / "incoming";
+  auto r = test::run_cli("inspect '" + (incoming / "gemma4/models/tiny-gemma4-Q4_K_M.gguf").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(gate and up merged: each expert's gate rows, then its up rows)"), std::string::npos)
+      << r.output;
+  const auto gemma = gguf::GgufModel::open(incoming / "gemma4/models/tiny-gemma4-Q4_K_M.gguf");
+  std::string kv = "[";
+  for (const auto& e : gemma.metadata().get("gemma4.attention.head_count_kv").as_array())
+    kv += (kv.size() > 1 ? "," : "") + std::to_string(e.as_uint());
+  EXPECT_NE(r.output.find("attention.head_count_kv                  " + kv + "]"), std::string::npos) << r.output;
+  r = test::run_cli("inspect '" + (incoming / "qwen35moe/models/tiny-qwen35moe-Q4_K_M.gguf").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("shared expert (layer 0): ffn_gate_inp_shexp.weight, ffn_gate_shexp.weight, "
+                          "ffn_up_shexp.weight, ffn_down_shexp.weight (dense: always resident"),
+            std::string::npos)
+      << r.output;
 }
 
 class InspectBadFile : public ::testing::Test {

@@ -57,7 +57,8 @@ TEST(LoadErrors, UnsupportedArchitectureListsSupported) {
   });
   const std::string msg = load_error(p);
   EXPECT_NE(msg.find("unsupported architecture 'mamba9'"), std::string::npos) << msg;
-  for (const char* a : {"llama", "qwen3moe", "gpt-oss"}) EXPECT_NE(msg.find(a), std::string::npos) << msg;
+  for (const char* a : {"llama", "qwen3moe", "gpt-oss", "gemma4", "qwen35moe"})
+    EXPECT_NE(msg.find(a), std::string::npos) << msg;
 }
 
 TEST(LoadErrors, WrongTensorShapeNamesTensorExpectedAndFound) {
