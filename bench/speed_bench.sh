@@ -3,8 +3,10 @@
 # (mapped, page cache warm), next to the bound that this machine's read bandwidth sets on decode.
 #
 #   bench/speed_bench.sh [MODEL.gguf ...]
-#     MODEL     default (or MODELS="a.gguf b.gguf"): build/bench/qwen3-30b-a3b-Q4_K_M.gguf and
-#               build/bench/gpt-oss-20b-MXFP4.gguf, written with `moetier synth` if missing (~17 GB and ~12 GB)
+#     MODEL     default (or MODELS="a.gguf b.gguf"): build/bench/qwen3-30b-a3b-Q4_K_M.gguf,
+#               build/bench/gpt-oss-20b-MXFP4.gguf, build/bench/gemma-4-26b-a4b-Q4_K_M.gguf and
+#               build/bench/qwen3.5-35b-a3b-Q4_K_M.gguf, written with `moetier synth` if missing (~17, ~12, ~17 and
+#               ~21 GB)
 #   env: BIN (build/release) the build holding moetier and bench/bench_matvec, RUNS (3) runs per measurement,
 #        TOKENS (64) decode tokens per run, THREADS (2) compute threads (-t), PREFILL ("128 512") prompt lengths in
 #        tokens, OUT (build/bench/speed) where the per-run metrics CSVs and logs go
@@ -44,18 +46,22 @@ read -r -a lengths <<< "$prefill"
 
 default_qwen=build/bench/qwen3-30b-a3b-Q4_K_M.gguf
 default_gptoss=build/bench/gpt-oss-20b-MXFP4.gguf
+default_gemma4=build/bench/gemma-4-26b-a4b-Q4_K_M.gguf
+default_qwen35=build/bench/qwen3.5-35b-a3b-Q4_K_M.gguf
 if [ $# -gt 0 ]; then
   models=("$@")
 elif [ -n "${MODELS:-}" ]; then
   read -r -a models <<< "$MODELS"
 else
-  models=("$default_qwen" "$default_gptoss")
+  models=("$default_qwen" "$default_gptoss" "$default_gemma4" "$default_qwen35")
 fi
 for m in "${models[@]}"; do
   [ -f "$m" ] && continue
   case $m in
     "$default_qwen") preset=qwen3-30b-a3b; type=Q4_K_M ;;
     "$default_gptoss") preset=gpt-oss-20b; type=MXFP4 ;;  # MXFP4 experts, Q8_0 attention and embeddings
+    "$default_gemma4") preset=gemma-4-26b-a4b; type=Q4_K_M ;;
+    "$default_qwen35") preset=qwen3.5-35b-a3b; type=Q4_K_M ;;
     *) echo "speed_bench: no model $m" >&2; exit 1 ;;
   esac
   mkdir -p "$(dirname "$m")"

@@ -2,8 +2,10 @@
 # End-to-end benchmark of expert streaming past RAM (see bench/README.md). Needs root: it creates a memory
 # cgroup (v1 or v2) to cap the run's memory, page cache included, and drops the page cache before every run.
 #
-#   bench/stream_bench.sh [MODEL.gguf]
-#     MODEL     default build/bench/qwen3-30b-a3b-Q4_K_M.gguf (written with `moetier synth` if missing, ~17 GB)
+#   bench/stream_bench.sh [MODEL.gguf | PRESET]
+#     MODEL     default build/bench/qwen3-30b-a3b-Q4_K_M.gguf (written with `moetier synth` if missing, ~17 GB);
+#     PRESET    qwen3-30b-a3b, gemma-4-26b-a4b or qwen3.5-35b-a3b: build/bench/PRESET-Q4_K_M.gguf, written with
+#               `moetier synth --preset PRESET --type Q4_K_M` if missing (~17, ~17, ~21 GB)
 #   env: RUNS (3) runs per configuration, TOKENS (32) decode tokens, CAP_GIB (8) memory cap, THREADS (2),
 #        PROMPT ("Once upon a time"), FIO_SECONDS (30; 0 skips fio), CONFIGS (all: "stream2000 stream4000
 #        streamauto mmapcapped resident"; a subset runs only those, and the table lists only those)
@@ -16,11 +18,19 @@ cd "$(dirname "$0")/.."
 bin=build/release/moetier
 [ -x "$bin" ] || { echo "stream_bench: build first: cmake --preset release && cmake --build --preset release" >&2; exit 1; }
 model=${1:-build/bench/qwen3-30b-a3b-Q4_K_M.gguf}
+# The preset a missing model is written with: a bare preset name stands for build/bench/PRESET-Q4_K_M.gguf; any
+# other missing path gets qwen3-30b-a3b.
+case $model in
+  qwen3-30b-a3b | gemma-4-26b-a4b | qwen3.5-35b-a3b) preset=$model; model=build/bench/$preset-Q4_K_M.gguf ;;
+  */gemma-4-26b-a4b-Q4_K_M.gguf) preset=gemma-4-26b-a4b ;;
+  */qwen3.5-35b-a3b-Q4_K_M.gguf) preset=qwen3.5-35b-a3b ;;
+  *) preset=qwen3-30b-a3b ;;
+esac
 runs=${RUNS:-3}; tokens=${TOKENS:-32}; cap_gib=${CAP_GIB:-8}; threads=${THREADS:-2}
 out=build/bench/stream; mkdir -p "$out"
 if [ ! -f "$model" ]; then
   mkdir -p "$(dirname "$model")"
-  "$bin" synth --preset qwen3-30b-a3b --type Q4_K_M -o "$model"
+  "$bin" synth --preset "$preset" --type Q4_K_M -o "$model"
 fi
 
 # The cgroup: v1 (memory.limit_in_bytes) or v2 (memory.max); removed on exit.

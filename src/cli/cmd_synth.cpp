@@ -66,7 +66,8 @@ void register_synth(CLI::App& app) {
       so.shape.n_layer = o->layers;
     }
     if (o->dense_lead > 0) {
-      if (so.shape.arch == "gpt-oss") fail("--dense-lead: gpt-oss has a router and experts in every block");
+      if (so.shape.arch != "qwen3moe" && so.shape.arch != "llama")
+        fail("--dense-lead: {} has a router and experts in every block", so.shape.arch);
       if (o->dense_lead >= so.shape.n_layer)
         fail("--dense-lead {} must be less than the {} layers (at least one MoE layer)", o->dense_lead,
              so.shape.n_layer);

@@ -17,17 +17,22 @@ namespace {
 
 constexpr uint64_t kChunkBytes = 8u << 20;  // generation buffer; bounds synth's memory whatever the model size
 
-void fill_tensor_chunk(const PlannedTensor& t, uint8_t* dst, int64_t n_elems, Rng& rng) {
+// Elements [first, first + n_elems) of tensor `t` into dst.
+void fill_tensor_chunk(const PlannedTensor& t, uint8_t* dst, int64_t first, int64_t n_elems, Rng& rng) {
+  auto put = [&](int64_t i, float v) { std::memcpy(dst + 4 * i, &v, 4); };
   switch (t.role) {
     case Role::norm:
-      // RMSNorm gains near 1 (a random +-std spread), as trained models have.
+    case Role::gain:
+      // Around the neutral value (norm gains near 1, as trained models have; see model_plan.h), spread +-std.
       fill_random(quant::GgmlType::F32, dst, n_elems, t.std, rng);
       for (int64_t i = 0; i < n_elems; ++i) {
         float v;
         std::memcpy(&v, dst + 4 * i, 4);
-        v += 1.0f;
-        std::memcpy(dst + 4 * i, &v, 4);
+        put(i, v + t.center);
       }
+      return;
+    case Role::rope_freqs:
+      for (int64_t i = 0; i < n_elems; ++i) put(i, first + i < t.n_rotated ? 1.0f : 1e30f);
       return;
     default:
       fill_random(t.spec.type, dst, n_elems, t.std, rng);
@@ -65,7 +70,7 @@ SynthResult write_synthetic_model(const SynthOptions& opts) {
     for (int64_t e = 0; e < n_elems; e += elems_per_chunk) {
       const int64_t n = std::min(elems_per_chunk, n_elems - e);
       const size_t bytes = quant::row_bytes(t.spec.type, n);
-      fill_tensor_chunk(t, buf.data(), n, rng);
+      fill_tensor_chunk(t, buf.data(), e, n, rng);
       w.write_tensor_data({buf.data(), bytes});
       done += bytes;
       if (opts.progress) opts.progress(done, plan.total_bytes);

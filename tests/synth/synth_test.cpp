@@ -83,7 +83,9 @@ TEST(SynthPlan, GptOssRowsOf2880FallBackFromKQuants) {
   bool saw_sinks = false;
   for (const auto& t : k.tensors) {
     EXPECT_EQ(t.spec.ne[0] % quant::traits(t.spec.type).block_size, 0) << t.spec.name;
-    if (t.spec.name == "blk.0.ffn_gate_exps.weight") EXPECT_EQ(t.spec.type, GgmlType::Q8_0);
+    // llama-quantize's tensor_type_fallback (src/llama-quant.cpp): Q4_K -> Q5_0 on 2880-wide rows.
+    if (t.spec.name == "blk.0.ffn_gate_exps.weight") EXPECT_EQ(t.spec.type, GgmlType::Q5_0);
+    if (t.spec.name == "blk.0.ffn_down_exps.weight") EXPECT_EQ(t.spec.type, GgmlType::Q8_0);  // Q6_K -> Q8_0
     saw_sinks |= t.spec.name == "blk.3.attn_sinks.weight";
   }
   EXPECT_TRUE(saw_sinks);
