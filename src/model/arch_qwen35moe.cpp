@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "model/attention.h"
 #include "model/decoder.h"
 #include "model/delta_net.h"
@@ -91,6 +93,17 @@ void check_rope_sections(const gguf::GgufModel& file, const ArchMetadata& md, in
   }
 }
 
+// A head count, head size or state size: at least 1 and at most kMaxSize, so that the products sizing the
+// projections and the recurrent state (2 x group_count x state_size + inner_size, (conv_kernel - 1) x that, ...)
+// cannot overflow before the tensors' shapes are checked against them. Real files are far below it (Qwen3.5:
+// state 128, 32 value heads, inner 4096, kernel 4).
+constexpr int64_t kMaxSize = int64_t{1} << 20;
+int64_t bounded_count(const ArchMetadata& md, const char* suffix) {
+  const int64_t v = md.count(suffix);
+  md.require(v <= kMaxSize, suffix, v, fmt::format("at most {}", kMaxSize));
+  return v;
+}
+
 Qwen35Hparams read_qwen35_hparams(const gguf::GgufModel& file, const ArchMetadata& md, const CommonHparams& c) {
   Qwen35Hparams hp;
   hp.interval = md.count_or("full_attention_interval", 4);
@@ -106,10 +119,10 @@ Qwen35Hparams read_qwen35_hparams(const gguf::GgufModel& file, const ArchMetadat
   const int64_t D = c.n_embd;
 
   GqaHparams& g = hp.gqa;
-  g.n_head = md.count("attention.head_count");
-  g.n_head_kv = md.count_or("attention.head_count_kv", g.n_head);
+  g.n_head = bounded_count(md, "attention.head_count");
+  g.n_head_kv = md.has("attention.head_count_kv") ? bounded_count(md, "attention.head_count_kv") : g.n_head;
   md.require(g.n_head % g.n_head_kv == 0, "attention.head_count_kv", g.n_head_kv, "a divisor of head_count");
-  g.head_dim = md.count("attention.key_length");
+  g.head_dim = bounded_count(md, "attention.key_length");
   const int64_t v_len = md.count_or("attention.value_length", g.head_dim);
   md.require(v_len == g.head_dim, "attention.value_length", v_len, "equal to attention.key_length");
   g.n_rot = md.count_or("rope.dimension_count", g.head_dim);
@@ -132,13 +145,13 @@ Qwen35Hparams read_qwen35_hparams(const gguf::GgufModel& file, const ArchMetadat
   dn.n_embd = D;
   dn.norm_eps = c.norm_eps;
   if (hp.n_recurrent > 0) {
-    dn.conv_kernel = md.count("ssm.conv_kernel");
-    dn.head_k_dim = md.count("ssm.state_size");
-    dn.n_k_heads = md.count("ssm.group_count");
-    dn.n_v_heads = md.count("ssm.time_step_rank");
+    dn.conv_kernel = bounded_count(md, "ssm.conv_kernel");
+    dn.head_k_dim = bounded_count(md, "ssm.state_size");
+    dn.n_k_heads = bounded_count(md, "ssm.group_count");
+    dn.n_v_heads = bounded_count(md, "ssm.time_step_rank");
     md.require(dn.n_v_heads % dn.n_k_heads == 0, "ssm.time_step_rank", dn.n_v_heads,
                "a multiple of ssm.group_count (value heads share key heads)");
-    const int64_t inner = md.count("ssm.inner_size");
+    const int64_t inner = bounded_count(md, "ssm.inner_size");
     md.require(inner % dn.n_v_heads == 0, "ssm.inner_size", inner, "a multiple of ssm.time_step_rank");
     dn.head_v_dim = inner / dn.n_v_heads;
     check_shape(file, md, "ssm.inner_size", inner, gguf::block_tensor(first_rec, "attn_qkv.weight"), {D, dn.conv_dim()},
