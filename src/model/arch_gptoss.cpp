@@ -73,7 +73,7 @@ class GptOssModel final : public DecoderModel {
     const GluConfig glu{GluConfig::Kind::swiglu_oai, kSwigluAlpha, kSwigluLimit};
     moe_ = MoeLayers(file, bind_, c.n_layer, D, mh, rc, glu, {.router_bias = true, .expert_bias = true}, B,
                      opts.routing_override, std::move(experts));
-    setup(DecoderSizes{std::max({D, gqa_.q_width(), mh.n_ff_exp}), gqa_.kv_width()});
+    setup(DecoderSizes{std::max({D, gqa_.q_width(), mh.n_ff_exp}), gqa_.kv_width(), {}});
   }
 
  private:

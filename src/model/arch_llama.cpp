@@ -49,7 +49,7 @@ class LlamaModel final : public DecoderModel {
       moe_ = MoeLayers(file, bind_, c.n_layer, D, mh, rc, glu, {}, B, opts.routing_override, std::move(experts));
     }
     if (n_ff_dense > 0) ffn_ = DenseFfn(n_ff_dense, B, glu);
-    setup(DecoderSizes{std::max({D, gqa_.q_width(), n_ff_dense, mh.n_ff_exp}), gqa_.kv_width()});
+    setup(DecoderSizes{std::max({D, gqa_.q_width(), n_ff_dense, mh.n_ff_exp}), gqa_.kv_width(), {}});
   }
 
  private:

@@ -36,6 +36,19 @@ bool ArchMetadata::bool_or(std::string_view suffix, bool fallback) const {
   return has(suffix) ? md_.get_bool(key(suffix)) : fallback;
 }
 
+void check_shape(const gguf::GgufModel& file, const ArchMetadata& md, std::string_view suffix, int64_t value,
+                 const std::string& name, std::initializer_list<int64_t> want, std::string_view want_text) {
+  const gguf::TensorInfo* t = file.find(name);
+  if (t == nullptr) fail("tensor '{}' is missing from {}", name, file.path().string());
+  bool ok = t->n_dims == want.size();
+  size_t d = 0;
+  for (const int64_t x : want) ok = ok && t->ne[d++] == x;
+  if (!ok) {
+    fail("metadata key '{}' is {}, but tensor '{}' has shape {}, expected {}", md.key(suffix), value, name,
+         t->shape_string(), want_text);
+  }
+}
+
 void ArchMetadata::require(bool ok, std::string_view suffix, int64_t found, std::string_view expected) const {
   if (!ok) fail("metadata key '{}' is {}, expected {}", key(suffix), found, expected);
 }

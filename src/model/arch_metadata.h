@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -34,5 +35,11 @@ class ArchMetadata {
   const gguf::Metadata& md_;
   std::string arch_;
 };
+
+// Fails naming metadata key `suffix` (= `value`) unless tensor `name` exists in `file` with GGUF shape `want`
+// (ne[0] first); `want_text` says what the shape should be, e.g. "[256, 16] (n_embd, expert_count)". For checking
+// a hyperparameter against the tensor it sizes, before any buffer is sized by it.
+void check_shape(const gguf::GgufModel& file, const ArchMetadata& md, std::string_view suffix, int64_t value,
+                 const std::string& name, std::initializer_list<int64_t> want, std::string_view want_text);
 
 }  // namespace moetier::model

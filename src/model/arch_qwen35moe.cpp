@@ -49,20 +49,6 @@ struct Qwen35Hparams {
   bool recurrent(int64_t il) const { return (il + 1) % interval != 0; }
 };
 
-// Fails naming `key` (= `value`) unless tensor `name` exists with GGUF shape `want`.
-void check_shape(const gguf::GgufModel& file, const ArchMetadata& md, const char* key, int64_t value,
-                 const std::string& name, std::initializer_list<int64_t> want, const std::string& want_text) {
-  const gguf::TensorInfo* t = file.find(name);
-  if (t == nullptr) fail("tensor '{}' is missing from {}", name, file.path().string());
-  bool ok = t->n_dims == want.size();
-  size_t d = 0;
-  for (const int64_t x : want) ok = ok && t->ne[d++] == x;
-  if (!ok) {
-    fail("metadata key '{}' is {}, but tensor '{}' has shape {}, expected {}", md.key(key), value, name,
-         t->shape_string(), want_text);
-  }
-}
-
 // The rotated pairs must all read the token's position under IMRoPE's interleaving (see the file comment).
 void check_rope_sections(const gguf::GgufModel& file, const ArchMetadata& md, int64_t n_rot) {
   const std::string key = md.key("rope.dimension_sections");

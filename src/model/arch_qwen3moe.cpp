@@ -42,7 +42,7 @@ class Qwen3MoeModel final : public DecoderModel {
     moe_ = MoeLayers(file, bind_, c.n_layer, D, mh, rc, GluConfig{}, {}, B, opts.routing_override,
                      std::move(experts));
     if (n_ff > 0) ffn_ = DenseFfn(n_ff, B, GluConfig{});
-    setup(DecoderSizes{std::max({D, gqa_.q_width(), mh.n_ff_exp, n_ff}), gqa_.kv_width()});
+    setup(DecoderSizes{std::max({D, gqa_.q_width(), mh.n_ff_exp, n_ff}), gqa_.kv_width(), {}});
   }
 
  private:

@@ -5,23 +5,14 @@
 #include <cmath>
 
 #include "model/rmsnorm.h"
+#include "quant/dot.h"
 #include "util/thread_pool.h"
 
 namespace moetier::model {
 
 namespace {
 
-// Eight partial sums, which the compiler keeps in vector lanes (one sum is a chain of dependent additions: the
-// state's rows are d_k = 128 long in Qwen3.5, and a decode step takes 3 x d_v of these dots per head and layer).
-float dot(const float* a, const float* b, int64_t n) {
-  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) part[k] += a[i + k] * b[i + k];
-  }
-  for (; i < n; ++i) part[0] += a[i] * b[i];
-  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-}
+using quant::dot8;
 
 // y[n] += a * x[n]
 void axpy(float* y, float a, const float* x, int64_t n) {
@@ -63,9 +54,9 @@ void delta_rule_recurrent(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_
     for (int64_t i = 0; i < d_v; ++i) {
       float* s = state + i * d_k;
       for (int64_t j = 0; j < d_k; ++j) s[j] *= decay;
-      const float d = (v[i] - dot(s, k, d_k)) * beta;  // the error of the state's prediction of v, times beta
+      const float d = (v[i] - dot8(s, k, d_k)) * beta;  // the error of the state's prediction of v, times beta
       axpy(s, d, k, d_k);
-      o[i] = dot(s, q, d_k);
+      o[i] = dot8(s, q, d_k);
     }
   }
 }
@@ -92,8 +83,8 @@ void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t 
     for (int64_t r = 0; r < c; ++r) {
       for (int64_t t = 0; t <= r; ++t) {
         const float decay = std::exp(G[r] - G[t]);
-        if (t < r) L[r * C + t] = beta(r) * dot(k(r), k(t), d_k) * decay;
-        QK[r * C + t] = dot(q(r), k(t), d_k) * decay;
+        if (t < r) L[r * C + t] = beta(r) * dot8(k(r), k(t), d_k) * decay;
+        QK[r * C + t] = dot8(q(r), k(t), d_k) * decay;
       }
     }
     // U = (I + L)^-1 (beta v) and W = (I + L)^-1 (beta e^G k) by forward substitution.
@@ -117,8 +108,8 @@ void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t 
       const float eg = std::exp(G[r]);
       for (int64_t i = 0; i < d_v; ++i) {
         const float* srow = state + i * d_k;
-        u[i] -= dot(w, srow, d_k);
-        o[i] = eg * dot(q(r), srow, d_k);
+        u[i] -= dot8(w, srow, d_k);
+        o[i] = eg * dot8(q(r), srow, d_k);
       }
     }
     // The outputs' part from inside the chunk: sum_{t <= r} QK_rt V'_t.

@@ -10,24 +10,6 @@
 
 namespace moetier::model {
 
-namespace {
-
-// Fails naming `key` (= `value`) unless tensor `name` exists with shape `want` (GGUF order).
-void check_shape(const gguf::GgufModel& file, const ArchMetadata& md, const std::string& key, int64_t value,
-                 const std::string& name, std::initializer_list<int64_t> want, std::string_view want_text) {
-  const gguf::TensorInfo* t = file.find(name);
-  if (t == nullptr) fail("tensor '{}' is missing from {}", name, file.path().string());
-  bool ok = t->n_dims == want.size();
-  size_t d = 0;
-  for (const int64_t x : want) ok = ok && t->ne[d++] == x;
-  if (!ok) {
-    fail("metadata key '{}' is {}, but tensor '{}' has shape {}, expected {}", md.key(key), value, name,
-         t->shape_string(), want_text);
-  }
-}
-
-}  // namespace
-
 MoeHparams read_moe_hparams(const gguf::GgufModel& file, const ArchMetadata& md, const CommonHparams& c,
                             const ModelOptions& opts, int64_t n_ff_fallback) {
   MoeHparams hp;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "quant/dequant_ref.h"
+#include "quant/dot.h"
 #include "quant/fp16.h"
 #include "quant/kernels/matmul_kernels.h"
 #include "util/thread_pool.h"
@@ -47,17 +48,6 @@ bool MatmulScratch::token_tiles() const {
 }
 
 namespace {
-
-// Eight independent partial sums: the same association for every call, and vectorisable.
-float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-  }
-  for (; i < n; ++i) acc[0] += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
 
 // The 8-bit activation blocks of 32 that the reference engine pairs with Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL/MXFP4
 // weights (oracle/README.md): scale d = amax / 127 rounded to bfloat16, codes round-half-even(x / d) computed from
@@ -166,7 +156,7 @@ void matmul_reference(const WeightView& w, const float* x, float* y, int64_t n_t
     } else {
       dequantize_row_ref(w.type, w.row(r), wrow, cols);
     }
-    for (int64_t t = 0; t < n_tok; ++t) y[t * w.rows + r] = dot(wrow, xs + t * cols, cols);
+    for (int64_t t = 0; t < n_tok; ++t) y[t * w.rows + r] = dot8(wrow, xs + t * cols, cols);
   }
 }
 

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "gguf/gguf.h"
-#include "gguf/writer.h"
 #include "model/eval.h"
 #include "model/glu.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/model_rewrite.h"
 #include "model/rope.h"
 #include "test_support.h"
 #include "util/error.h"
@@ -136,30 +136,11 @@ TEST(Gemma4Blocks, LogitsAreSoftCapped) {
   EXPECT_GT(max_abs, 1.0f);
 }
 
-// Rewrites the tiny Gemma 4 file into `out_name` with `edit_md` applied to its metadata.
+// The tiny Gemma 4 file rewritten into `out_name` with `edit_md` applied to its metadata.
 fs::path rewrite(const std::string& out_name, const std::function<void(gguf::Metadata&)>& edit_md) {
-  const gguf::GgufModel src = gguf::GgufModel::open(tiny_gemma4());
-  const fs::path out = test::tmp_dir("gemma4_blocks") / out_name;
-  gguf::GgufWriter w(out);
-  gguf::Metadata md = src.metadata();
-  edit_md(md);
-  w.set_metadata(md);
-  for (const auto& t : src.tensors())
-    w.add_tensor({t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)});
-  for (const auto& t : src.tensors()) w.write_tensor_data(std::span<const uint8_t>(t.data, t.n_bytes));
-  w.finish();
-  return out;
+  return test::rewrite_model(tiny_gemma4(), "gemma4_blocks", out_name, edit_md);
 }
-
-std::string load_error(const fs::path& p) {
-  const gguf::GgufModel f = gguf::GgufModel::open(p);
-  try {
-    load_model(f, ModelOptions{.n_ctx = 64});
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::load_error;
 
 TEST(Gemma4Blocks, RefusesKeysOfTheDenseForms) {
   for (const char* key : {"gemma4.attention.shared_kv_layers", "gemma4.embedding_length_per_layer_input"}) {

@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "gguf/gguf.h"
-#include "gguf/writer.h"
 #include "model/model.h"
+#include "model/model_rewrite.h"
 #include "test_support.h"
 #include "util/error.h"
 
@@ -18,38 +18,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Rewrites stories260K.gguf into `out` with `edit_md` applied to the metadata and, for the tensor named
-// `shrink`, only half of its rows declared and written.
+// stories260K.gguf rewritten into `out_name` with `edit_md` applied and, for the tensor `shrink`, half its rows.
 fs::path rewrite(const std::string& out_name, const std::function<void(gguf::Metadata&)>& edit_md,
                  const std::string& shrink = "") {
-  const gguf::GgufModel src = gguf::GgufModel::open(test::oracle_dir() / "models" / "stories260K.gguf");
-  const fs::path out = test::tmp_dir("model_load_errors") / out_name;
-  gguf::GgufWriter w(out);
-  gguf::Metadata md = src.metadata();
-  edit_md(md);
-  w.set_metadata(md);
-  for (const auto& t : src.tensors()) {
-    gguf::TensorSpec spec{t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)};
-    if (t.name == shrink) spec.ne[1] /= 2;
-    w.add_tensor(spec);
-  }
-  for (const auto& t : src.tensors()) {
-    const uint64_t n = t.name == shrink ? t.n_bytes / 2 : t.n_bytes;
-    w.write_tensor_data(std::span<const uint8_t>(t.data, n));
-  }
-  w.finish();
-  return out;
+  return test::rewrite_model(test::oracle_dir() / "models" / "stories260K.gguf", "model_load_errors", out_name,
+                             edit_md, shrink);
 }
-
-std::string load_error(const fs::path& p) {
-  const gguf::GgufModel f = gguf::GgufModel::open(p);
-  try {
-    load_model(f, ModelOptions{.n_ctx = 64});
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::load_error;
 
 TEST(LoadErrors, UnsupportedArchitectureListsSupported) {
   const fs::path p = rewrite("arch.gguf", [](gguf::Metadata& md) {

@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "gguf/gguf.h"
-#include "gguf/writer.h"
 #include "model/model.h"
+#include "model/model_rewrite.h"
 #include "test_support.h"
 #include "util/error.h"
 
@@ -19,31 +19,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Copies the oracle model `name` into the scratch folder as `out_name`, with `edit` applied to its metadata.
+// The oracle model `name` rewritten into `out_name` with `edit` applied to its metadata.
 fs::path rewrite(const std::string& name, const std::string& out_name,
                  const std::function<void(gguf::Metadata&)>& edit) {
-  const gguf::GgufModel src = gguf::GgufModel::open(test::oracle_model(name));
-  const fs::path out = test::tmp_dir("new_arch_bounds") / out_name;
-  gguf::GgufWriter w(out);
-  gguf::Metadata md = src.metadata();
-  edit(md);
-  w.set_metadata(md);
-  for (const auto& t : src.tensors())
-    w.add_tensor({t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)});
-  for (const auto& t : src.tensors()) w.write_tensor_data(std::span<const uint8_t>(t.data, t.n_bytes));
-  w.finish();
-  return out;
+  return test::rewrite_model(test::oracle_model(name), "new_arch_bounds", out_name, edit);
 }
-
-std::string load_error(const fs::path& p) {
-  const gguf::GgufModel f = gguf::GgufModel::open(p);
-  try {
-    load_model(f, ModelOptions{.n_ctx = 64});
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::load_error;
 
 gguf::Value u32_array(std::vector<uint32_t> v) {
   std::vector<gguf::Value> e;
