@@ -10,6 +10,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev chromium
   clang-14 libclang-rt-14-dev lld-14 jq fio
+  libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
 )
 
 missing=()

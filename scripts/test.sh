@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs the packages, builds, runs every test (unit,
 # oracle, CLI, and the server's over HTTP with the `openai` npm client, fetched from the npm registry, and headless
-# Chromium) in Release, runs the unit tests again under ASan + UBSan, then runs every libFuzzer target (GGUF
-# header, tokenizers, route trace, metrics CSV, --tokens JSON) for a bounded time. Exit status non-zero on any
-# failure.
+# Chromium) in Release with the Vulkan backend (its GPU tests on Mesa's lavapipe under the Khronos validation
+# layer), runs the unit tests again under ASan + UBSan in a build without Vulkan (whose own tests check that the
+# backend says it is absent), then runs every libFuzzer target (GGUF header, tokenizers, route trace, metrics CSV,
+# --tokens JSON) for a bounded time. Exit status non-zero on any failure.
 #   MOETIER_FUZZ_SECONDS   fuzzing time per target (default 30: about 2.5 min for the five, plus their build;
 #                          0 skips the fuzz stage)
 #   MOETIER_NO_ASAN=1      skip the sanitizer stage (quicker local iterations; CI always runs it)
@@ -19,8 +20,8 @@ fi
 bash scripts/setup-deps.sh
 jobs=$(nproc)
 
-echo "== Release build and all tests"
-cmake --preset release >/dev/null
+echo "== Release build (with Vulkan) and all tests"
+cmake --preset release -DMOETIER_VULKAN=ON >/dev/null
 cmake --build --preset release -j "$jobs"
 ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 600
 

@@ -13,5 +13,6 @@ void register_eval(CLI::App& app);
 void register_replay(CLI::App& app);  // route-trace cache simulator
 void register_report(CLI::App& app);  // metrics CSV to an HTML page
 void register_serve(CLI::App& app);   // the OpenAI-compatible HTTP server
+void register_devices(CLI::App& app); // the Vulkan devices -ngl can use
 
 }  // namespace moetier::cli

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -23,6 +26,24 @@ int report_error(const char* kind, const std::string& what) {
   std::fflush(stdout);
   std::fprintf(stderr, "moetier: %s: %s\n", kind, what.c_str());
   return 1;
+}
+
+// llama.cpp's multi-letter single-dash flags, which CLI11 (one letter after a single dash) cannot declare: each is
+// rewritten to its long form before parsing ("-ngl 99" and "-ngl=99" alike).
+constexpr std::pair<std::string_view, std::string_view> kLlamaShortFlags[] = {{"-ngl", "--n-gpu-layers"}};
+
+std::vector<std::string> with_long_flags(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args) {
+    for (const auto& [short_form, long_form] : kLlamaShortFlags) {
+      if (a == short_form) {
+        a = long_form;
+      } else if (a.starts_with(short_form) && a.size() > short_form.size() && a[short_form.size()] == '=') {
+        a = std::string(long_form) + a.substr(short_form.size());
+      }
+    }
+  }
+  return args;
 }
 
 }  // namespace
@@ -46,9 +67,13 @@ int main(int argc, char** argv) {
   moetier::cli::register_replay(app);
   moetier::cli::register_report(app);
   moetier::cli::register_serve(app);
+  moetier::cli::register_devices(app);
   try {
     try {
-      app.parse(argc, argv);
+      const std::vector<std::string> args = with_long_flags(argc, argv);
+      std::vector<const char*> arg_ptrs;
+      for (const std::string& a : args) arg_ptrs.push_back(a.c_str());
+      app.parse(argc, arg_ptrs.data());
     } catch (const CLI::ParseError& e) {
       // CLI11 answers `moetier frob` with only "A subcommand is required": name the word it did not know.
       const auto known = [&](const CLI::App* sub) { return sub->check_name(argv[1]); };

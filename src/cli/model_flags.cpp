@@ -43,6 +43,22 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "override the model's top-k experts per token (lossy: changes the model's output; at most the "
                  "model's experts per layer)")
       ->transform(whole<int64_t>(1));
+  const char* gg = "GPU (Vulkan)";
+  cmd.add_option("--n-gpu-layers,--gpu-layers", n_gpu_layers,
+                 "-ngl: blocks whose weight products run on the GPU, counted from the last block (as llama.cpp); "
+                 "more than the model's block count (99) also puts the output head there; 0: CPU only")
+      ->capture_default_str()
+      ->transform(whole<int>(0, 1 << 20))
+      ->group(gg);
+  cmd.add_option("--n-cpu-moe", n_cpu_moe,
+                 "keep the routed experts of the first N blocks in RAM, computed by the CPU, with -ngl (as llama.cpp)")
+      ->capture_default_str()
+      ->transform(whole<int>(0, 1 << 20))
+      ->group(gg);
+  cmd.add_option("--device", gpu_device, "the Vulkan device for -ngl, an index that `moetier devices` lists")
+      ->capture_default_str()
+      ->transform(whole<int>(0, 1024))
+      ->group(gg);
   const char* g = "Expert streaming";
   cmd.add_option("--experts", experts,
                  "resident: every expert in RAM (mapped); stream: read routed experts from the file into the expert "
@@ -115,6 +131,9 @@ engine::EngineConfig ModelFlags::config() const {
   c.threads = threads;
   c.kv_type = parse_flag("--kv-type", kv_type, model::parse_kv_type);
   c.n_expert_used = n_expert_used;
+  c.n_gpu_layers = n_gpu_layers;
+  c.n_cpu_moe = n_cpu_moe;
+  c.gpu_device = gpu_device;
   c.placement = parse_flag("--experts", experts, moe::parse_placement);
   if (cache_mb != "auto") {
     c.cache_mib = parse_whole<uint64_t>(cache_mb, 0, engine::kMaxMib);

@@ -19,6 +19,10 @@ struct ModelFlags {
   int threads = 0;  // 0: one per hardware thread
   std::string kv_type = "f16";
   int64_t n_expert_used = 0;
+  // GPU placement (llama.cpp's -ngl, --n-cpu-moe; --device N picks a `moetier devices` index).
+  int n_gpu_layers = 0;
+  int n_cpu_moe = 0;
+  int gpu_device = 0;
   // Expert placement and the streaming store.
   std::string experts = "auto";
   std::string cache_mb = "auto";

@@ -22,12 +22,21 @@ class ThreadPool;
 
 namespace moetier::compute {
 
+// What a device backend has done since it was made: queue submissions (each a host wait) and kernel dispatches.
+struct BackendCounters {
+  uint64_t submissions = 0;
+  uint64_t dispatches = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   // Whether this backend's products read weights and activations held in `m`.
   virtual bool reads(quant::Memory m) const = 0;
+  // Whether this backend can run a product over w where w is now (the CPU: any host view; the GPU: views inside
+  // the weights placed in its memory, gpu/gpu.h).
+  virtual bool holds(const quant::WeightView& w) const = 0;
 
   // y[n_tok, w.rows] = w x[n_tok, w.cols] (quant::matmul).
   virtual void matmul(const quant::WeightView& w, const float* x, float* y, int64_t n_tok) = 0;
@@ -41,6 +50,8 @@ class Backend {
   virtual util::ThreadPool* host_pool() = 0;
   // An activation buffer of n floats in this backend's memory, for setup (never in the forward pass).
   virtual Activations activations(size_t n) const = 0;
+  // Submissions and dispatches so far; zero for the CPU backend, which has neither.
+  virtual BackendCounters counters() const { return {}; }
 };
 
 }  // namespace moetier::compute

@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   bool reads(quant::Memory m) const override { return m == quant::Memory::host; }
+  bool holds(const quant::WeightView& w) const override { return w.memory == quant::Memory::host; }
   void matmul(const quant::WeightView& w, const float* x, float* y, int64_t n_tok) override;
   void matmul_shared_x(std::span<const quant::Product> products, const float* x, int64_t n_tok) override;
   void matmul_groups(std::span<const quant::ProductGroup> groups) override;

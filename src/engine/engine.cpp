@@ -102,7 +102,17 @@ void Engine::decide(std::string topic, std::string text) {
 }
 
 std::string Engine::format_summary(const telemetry::RunSummary& s) const {
-  return telemetry::format_summary(s, stream_ != nullptr ? stream_->engine().lanes() : 0);
+  std::string text = telemetry::format_summary(s, stream_ != nullptr ? stream_->engine().lanes() : 0);
+  if (!info().gpu.empty()) {
+    // Since load: a server's later summaries count every request so far.
+    const compute::BackendCounters c = model_->backend_counters();
+    const double steps = static_cast<double>(std::max<int64_t>(s.steps, 1));
+    text += fmt::format("gpu: {} submissions, {} dispatches since load ({:.1f} and {:.1f} per step; a decode step is "
+                        "one token)\n",
+                        c.submissions, c.dispatches, static_cast<double>(c.submissions) / steps,
+                        static_cast<double>(c.dispatches) / steps);
+  }
+  return text;
 }
 
 std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
@@ -121,6 +131,9 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   opts.n_expert_used = cfg.n_expert_used;
   opts.rounding = cfg.rounding;
   opts.n_seq = cfg.n_seq;
+  opts.n_gpu_layers = cfg.n_gpu_layers;
+  opts.n_cpu_moe = cfg.n_cpu_moe;
+  opts.gpu_device = cfg.gpu_device;
   const ContextBytes ctx_bytes = context_bytes(arch, opts.n_ctx, cfg.kv_type, cfg.threads, cfg.n_seq);
   if (const uint64_t avail = moe::mem_available_bytes(); ctx_bytes.total() > avail) {
     fail("-c {}: the KV cache{} and the attention scores of {} positions need {:.0f} MiB, more than the {:.0f} MiB of "
@@ -181,6 +194,11 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                            info.n_seq > 1 ? fmt::format(" x {} sequences", info.n_seq) : "",
                            static_cast<double>(ctx_bytes.kv) / kMiB, static_cast<double>(ctx_bytes.scores) / kMiB,
                            e->load_seconds_));
+  if (!info.gpu.empty()) log("gpu", info.gpu);
+  if (cfg.n_gpu_layers == 0 && (cfg.n_cpu_moe > 0 || cfg.gpu_device > 0)) {
+    log("note", fmt::format("{} has no effect without -ngl: everything runs on the CPU",
+                            cfg.n_cpu_moe > 0 ? "--n-cpu-moe" : "--device"));
+  }
   if (cfg.n_expert_used > 0 && info.n_moe_layers == 0) {
     log("note", fmt::format("--n-expert-used {} has no effect: the model has no routed experts", cfg.n_expert_used));
   } else if (cfg.n_expert_used > 0) {

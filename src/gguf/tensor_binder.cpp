@@ -43,12 +43,16 @@ const TensorInfo& TensorBinder::tensor(const std::string& name, std::initializer
 
 quant::WeightView TensorBinder::matrix(const std::string& name, int64_t cols, int64_t rows) const {
   const TensorInfo& t = tensor(name, {cols, rows});
-  return quant::WeightView{t.type, t.data, rows, cols, quant::row_bytes(t.type, cols)};
+  const quant::WeightView w{t.type, t.data, rows, cols, quant::row_bytes(t.type, cols)};
+  matrices_.push_back({name, w});
+  return w;
 }
 
 quant::WeightView TensorBinder::matrix_stack(const std::string& name, int64_t cols, int64_t rows, int64_t n) const {
   const TensorInfo& t = tensor(name, {cols, rows, n});
-  return quant::WeightView{t.type, t.data, rows * n, cols, quant::row_bytes(t.type, cols)};
+  const quant::WeightView w{t.type, t.data, rows * n, cols, quant::row_bytes(t.type, cols)};
+  matrices_.push_back({name, w});
+  return w;
 }
 
 std::vector<float> TensorBinder::vector(const std::string& name, int64_t n) const {

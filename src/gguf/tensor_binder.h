@@ -15,6 +15,13 @@
 
 namespace moetier::gguf {
 
+// A matrix bound by TensorBinder::matrix or matrix_stack: what the model's products read, by tensor name (the GPU
+// placement chooses among them by block, model/gpu_placement.h).
+struct BoundMatrix {
+  std::string name;
+  quant::WeightView view;
+};
+
 class TensorBinder {
  public:
   explicit TensorBinder(const GgufModel& file) : file_(file) {}
@@ -38,8 +45,13 @@ class TensorBinder {
   // A float32 tensor of shape `ne` read in place (stacked expert biases): pointer into the mapping.
   const float* f32_in_place(const std::string& name, std::initializer_list<int64_t> ne) const;
 
+  // Every matrix() and matrix_stack() bound so far, in binding order (a tensor bound twice appears twice).
+  const std::vector<BoundMatrix>& matrices() const { return matrices_; }
+
  private:
   const GgufModel& file_;
+  // Binding records what it bound; the binder is otherwise read-only, so the record is the one mutable part.
+  mutable std::vector<BoundMatrix> matrices_;
 };
 
 // "blk.3.attn_q.weight" from (3, "attn_q.weight").

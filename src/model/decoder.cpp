@@ -4,7 +4,12 @@
 #include <cmath>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "compute/cpu_backend.h"
+#include "compute/hybrid_backend.h"
+#include "gpu/gpu.h"
+#include "model/gpu_placement.h"
 #include "model/rmsnorm.h"
 #include "util/error.h"
 
@@ -23,6 +28,9 @@ DecoderModel::DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp,
   if (opts.threads < 1 || opts.threads > 1024) fail("thread count {} is out of range, expected 1..1024", opts.threads);
   if (opts.n_seq < 1 || opts.n_seq > kMaxSequences)
     fail("sequence count {} is out of range, expected 1..{}", opts.n_seq, kMaxSequences);
+  if (opts.n_gpu_layers < 0) fail("GPU layer count {} is negative", opts.n_gpu_layers);
+  if (opts.n_cpu_moe < 0) fail("CPU MoE layer count {} is negative", opts.n_cpu_moe);
+  if (opts.gpu_device < 0) fail("GPU device index {} is negative", opts.gpu_device);
   info_.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : default_context(ArchSummary{.n_ctx_train = hp.n_ctx_train});
   info_.n_batch = std::min(opts.n_batch, info_.n_ctx);
   tok_embd_ = bind_.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
@@ -48,7 +56,8 @@ void DecoderModel::setup(const DecoderSizes& s) {
   bo.max_group_rows = B * K;
   bo.rounding = opts_.rounding;
   bo.threads = opts_.threads;
-  backend_ = std::make_unique<compute::CpuBackend>(bo);
+  auto cpu = std::make_unique<compute::CpuBackend>(bo);
+  backend_ = opts_.n_gpu_layers > 0 ? with_gpu(std::move(cpu), bo.max_cols, B * K) : std::move(cpu);
   // Every weight this model binds is in the file's mapping; a backend that cannot read host memory cannot run it.
   if (!backend_->reads(tok_embd_.memory) || !backend_->reads(output_.memory)) {
     fail("the {} backend cannot read the weights of {} where they are", backend_->name(), file_.path().string());
@@ -57,6 +66,44 @@ void DecoderModel::setup(const DecoderSizes& s) {
   xn_ = backend_->activations(static_cast<size_t>(B * D));
   tmp_ = backend_->activations(static_cast<size_t>(B * D));
   route_.assign(static_cast<size_t>(B * K), 0);
+}
+
+std::unique_ptr<compute::Backend> DecoderModel::with_gpu(std::unique_ptr<compute::Backend> cpu, int64_t max_cols,
+                                                         int64_t max_tok) {
+  const GpuPlacementRequest req{hp_.n_layer, opts_.n_gpu_layers, opts_.n_cpu_moe,
+                                info_.n_moe_layers == 0 || moe_.experts_in_file()};
+  const GpuPlacement plan = plan_gpu_placement(file_, bind_.matrices(), req);
+  gpu::GpuOptions go;
+  go.device = opts_.gpu_device;
+  go.max_cols = max_cols;
+  go.max_rows = std::max(plan.max_rows, int64_t{1});
+  go.max_tok = max_tok;  // a MoE layer's routed products: every token's top-k rows in one call
+  go.rounding = opts_.rounding;
+  std::unique_ptr<gpu::GpuBackend> g;
+  try {
+    g = gpu::make_backend(go);
+  } catch (const Error& e) {
+    fail("-ngl {}: {}", opts_.n_gpu_layers, e.what());
+  }
+  const gpu::DeviceInfo& dev = g->device();
+  constexpr double kMiB = 1024.0 * 1024.0;
+  if (plan.bytes > dev.memory_bytes) {
+    fail("-ngl {}: the weights placed on the GPU need {:.0f} MiB, more than the {:.0f} MiB of device {} ({}); lower "
+         "-ngl or raise --n-cpu-moe",
+         opts_.n_gpu_layers, static_cast<double>(plan.bytes) / kMiB, static_cast<double>(dev.memory_bytes) / kMiB,
+         dev.index, dev.name);
+  }
+  for (const gguf::BoundMatrix& b : plan.weights) {
+    try {
+      g->place(b.view);
+    } catch (const Error& e) {
+      fail("-ngl {}: cannot place tensor '{}' on device {} ({}): {}", opts_.n_gpu_layers, b.name, dev.index, dev.name,
+           e.what());
+    }
+  }
+  info_.gpu = fmt::format("device {} {} ({}): {}; {:.1f} MiB of weights in device memory", dev.index, dev.name,
+                          dev.type, plan.describe(req), static_cast<double>(g->placed_bytes()) / kMiB);
+  return std::make_unique<compute::HybridBackend>(std::move(g), std::move(cpu));
 }
 
 void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::span<float> logits, LogitsMode mode,

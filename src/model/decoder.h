@@ -37,6 +37,7 @@ class DecoderModel : public Model {
   void forward(std::span<const int32_t> tokens, int64_t pos, std::span<float> logits, LogitsMode mode,
                std::span<int32_t> routing) override;
   void set_sequence(int seq) override;
+  compute::BackendCounters backend_counters() const override { return backend_->counters(); }
 
  protected:
   DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp, const ModelOptions& opts);
@@ -71,7 +72,8 @@ class DecoderModel : public Model {
   MoeLayers moe_;  // the routed-expert layers; empty for a dense model
   std::vector<KvCache> kv_;  // [n_seq]: one KV cache per sequence
   int seq_ = 0;              // the sequence forward() runs in
-  std::unique_ptr<compute::Backend> backend_;  // runs every product; the CPU backend today
+  // Runs every product: the CPU backend, or with -ngl a compute::HybridBackend of the GPU and the CPU.
+  std::unique_ptr<compute::Backend> backend_;
   compute::Activations xn_;   // [n_batch, n_embd]: normalised residual, input of a block
   compute::Activations tmp_;  // [n_batch, n_embd]: block output before it joins the residual
   // Set by an architecture's constructor: token embeddings are multiplied by embd_scale_ (Gemma: sqrt(n_embd)),
@@ -85,6 +87,10 @@ class DecoderModel : public Model {
   std::vector<float> out_norm_;  // [n_embd]
   quant::WeightView output_;     // [n_vocab, n_embd] (token_embd when the file ties them)
   compute::Activations x_;       // [n_batch, n_embd]: residual stream
+  // The GPU backend with the weights ModelOptions::n_gpu_layers and n_cpu_moe put on it (model/gpu_placement.h),
+  // joined to `cpu` for the rest; fills info_.gpu. max_cols and max_tok size the GPU's activation buffers.
+  std::unique_ptr<compute::Backend> with_gpu(std::unique_ptr<compute::Backend> cpu, int64_t max_cols,
+                                             int64_t max_tok);
   std::vector<int32_t> route_;   // [n_batch, n_expert_used]: one MoE layer's routing
 };
 

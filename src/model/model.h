@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/backend.h"
 #include "gguf/gguf.h"
 #include "model/kv_cache.h"
 #include "moe/expert_source.h"
@@ -47,6 +48,14 @@ struct ModelOptions {
   // Independent sequences, each with its own KV cache of n_ctx positions (`serve --parallel`): set_sequence()
   // chooses the one forward() runs in. The activation buffers and the experts are shared; sequences run in turn.
   int n_seq = 1;
+  // GPU placement in llama.cpp's words (model/gpu_placement.h): the products of the last n_gpu_layers blocks (and
+  // of the output head when n_gpu_layers > n_layer) run on Vulkan device gpu_device over device-local copies of
+  // their weights, with activations rounded as `rounding` says (as the CPU's, in another summation order); the
+  // routed experts of blocks below n_cpu_moe stay on the CPU. 0: everything on the CPU. Throws moetier::Error when the binary has no Vulkan
+  // backend, the device does not exist or its memory is too small.
+  int n_gpu_layers = 0;
+  int n_cpu_moe = 0;
+  int gpu_device = 0;
 };
 
 struct ModelInfo {
@@ -61,6 +70,9 @@ struct ModelInfo {
   int64_t n_expert = 0;      // experts per MoE layer (0 for dense models)
   int64_t n_expert_used = 0; // experts chosen per token (after any override)
   int n_seq = 1;             // KV caches (ModelOptions::n_seq)
+  // What lives on the GPU, for the start log ("llvmpipe (cpu): blocks 0..3 of 4 ..., 12.5 MiB"); empty when
+  // n_gpu_layers is 0.
+  std::string gpu;
 };
 
 // What an architecture says about a file before loading it: the sizes that its defaults and memory estimates
@@ -107,6 +119,8 @@ class Model {
   // later KV rows are overwritten); a model with recurrent layers (qwen35moe) holds a summary of all n_past tokens
   // and keeps only n_keep == n_past, or 0 (a new sequence). model::Generator::rewind and the server's prefix reuse
   // ask this before keeping a prefix.
+  // The device submissions and dispatches of every forward() so far (zero on the CPU).
+  virtual compute::BackendCounters backend_counters() const { return {}; }
   virtual bool can_keep(int64_t n_keep, int64_t n_past) const {
     (void)n_keep;
     (void)n_past;

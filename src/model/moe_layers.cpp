@@ -77,6 +77,7 @@ MoeLayers::MoeLayers(const gguf::GgufModel& file, const gguf::TensorBinder& bind
   shape.merged_gate_up = hp.merged_gate_up;
   if (!experts) {
     experts_ = std::make_unique<moe::ResidentExperts>(file, shape);
+    experts_in_file_ = true;
   } else {
     const moe::ExpertShape& g = experts->shape();
     if (g.moe_layers != shape.moe_layers || g.n_expert != shape.n_expert || g.n_embd != shape.n_embd ||

@@ -70,6 +70,9 @@ class MoeLayers {
   std::span<const int64_t> layers() const { return layers_; }  // [n_moe_layers]: block index of each ordinal
   int64_t n_moe_layers() const { return static_cast<int64_t>(layers_.size()); }
   const MoeHparams& hparams() const { return hp_; }
+  // Whether the routed experts are read in place from the file's mapping (no expert source was given), so a
+  // device may copy their stacked tensors once (-ngl); false when they stream into the expert cache.
+  bool experts_in_file() const { return experts_in_file_; }
 
   // out[n_tok, n_embd] = MoE(xn[n_tok, n_embd]) for MoE block il (is_moe(il)), routed by xr[n_tok, n_embd] (xn
   // when null: Gemma 4's router has its own input); routing: null or [n_tok, n_expert_used] receiving the chosen
@@ -85,6 +88,7 @@ class MoeLayers {
   std::vector<RouterWeights> routers_;
   MoeFfn ffn_;
   std::unique_ptr<moe::ExpertSource> experts_;
+  bool experts_in_file_ = false;
 };
 
 // Binds block il's dense FFN (SwiGLU or GEGLU): ffn_gate / ffn_up [n_ff, n_embd], ffn_down [n_embd, n_ff].

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The GPU check for a machine with a GPU (issue 22; the `device` tool runs it on a lent machine), under 8 minutes:
+#   1. builds Release with the Vulkan backend (MOETIER_VULKAN=ON) into $BUILD (build/gpu-check),
+#   2. prints `vulkaninfo --summary` and `moetier devices --bandwidth` (the read bandwidth of a read kernel),
+#   3. runs the GPU tests (ctest -L gpu: every product kernel, the oracle models at -ngl 99 and --n-cpu-moe 2,
+#      the CLI), under the Khronos validation layer where it is installed,
+#   4. writes a synthetic Qwen3-30B-A3B Q4_K_M (`moetier synth`, ~17 GB, kept under build/bench/) and measures
+#      decode and prefill tok/s at -ngl 99 (when it fits the device's memory) and at --n-cpu-moe splits, with the
+#      decode bound (read bandwidth / bytes one decode token reads) and the dispatches per step.
+#   env: SPLITS ("48 24" --n-cpu-moe values), TOKENS (32 decode tokens), PREFILL (512 prompt tokens), DEVICE (0),
+#        MODEL (build/bench/qwen3-30b-a3b-Q4_K_M.gguf), BUILD (build/gpu-check), SKIP_TESTS=1 (step 3 skipped)
+# A device without a Vulkan driver fails at step 2 with the loader's message: that is the evidence to report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+splits=${SPLITS:-"48 24"}; tokens=${TOKENS:-32}; prefill=${PREFILL:-512}; device=${DEVICE:-0}
+model=${MODEL:-build/bench/qwen3-30b-a3b-Q4_K_M.gguf}
+build=${BUILD:-build/gpu-check}
+bin=$build/moetier
+jobs=$(nproc)
+
+echo "== build (Release, Vulkan)"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOETIER_VULKAN=ON >/dev/null
+cmake --build "$build" -j "$jobs" >/dev/null
+
+echo "== vulkaninfo --summary"
+if command -v vulkaninfo >/dev/null; then vulkaninfo --summary 2>&1 || true; else echo "(vulkaninfo not installed: apt install vulkan-tools)"; fi
+echo "== moetier devices --bandwidth"
+"$bin" devices --bandwidth
+bw=$("$bin" devices --bandwidth --json | jq -r ".[$device].read_gbs")
+
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  echo "== GPU tests (ctest -L gpu)"
+  ctest --test-dir "$build" -L gpu -j "$jobs" --timeout 300 --output-on-failure | tail -5
+fi
+
+echo "== synthetic Qwen3-30B-A3B Q4_K_M"
+mkdir -p "$(dirname "$model")"
+[ -f "$model" ] || "$bin" synth --preset qwen3-30b-a3b --type Q4_K_M -o "$model" >/dev/null
+read_bytes=$("$bin" inspect --json "$model" | jq -r '.decode_read_per_token.bytes')
+n_layer=$("$bin" inspect --json "$model" | jq -r '.hyperparameters.block_count')
+mem=$("$bin" devices --json | jq -r ".[$device].memory_bytes")
+model_bytes=$(stat -c %s "$model")
+out=$build/gpu-bench; mkdir -p "$out"
+python3 - "$prefill" > "$out/prompt.json" <<'PY'
+import json, random, sys
+random.seed(7)
+print(json.dumps([random.randrange(1000, 100000) for _ in range(int(sys.argv[1]))]))
+PY
+
+# One run: prints "decode tok/s | prefill tok/s | dispatches per step" from the metrics CSV and the summary.
+measure() {
+  local csv=$out/run.csv log=$out/run.log
+  "$bin" run -m "$model" --experts resident --tokens "$out/prompt.json" -n "$tokens" --temp 0 --device "$device" \
+    --csv "$csv" "$@" > "$log" 2>&1 || { tail -5 "$log" >&2; return 1; }
+  local summary; summary=$(grep '^# summary' "$csv")
+  local field; field() { sed -n "s/.*[ ,]$1=\([^ ,]*\).*/\1/p" <<< "$summary"; }
+  local dec pre
+  dec=$(awk -v t="$(field decode_tokens)" -v ms="$(field decode_ms)" 'BEGIN { printf "%.2f", t / (ms / 1000) }')
+  pre=$(awk -v t="$(field prefill_tokens)" -v ms="$(field prefill_ms)" 'BEGIN { printf "%.1f", t / (ms / 1000) }')
+  local disp; disp=$(sed -n 's/^gpu: .*(\([0-9.]*\) and \([0-9.]*\) per step.*/\2/p' "$log")
+  echo "$dec | $pre | ${disp:-0}"
+}
+
+bound=$(awk -v bw="$bw" -v b="$read_bytes" 'BEGIN { printf "%.1f", bw * 1e9 / b }')
+echo "read bandwidth $bw GB/s, $((read_bytes / 1048576)) MiB read per decode token: decode bound $bound tok/s"
+echo
+echo "| placement | decode tok/s | prefill tok/s ($prefill tokens) | dispatches per step | decode % of bound |"
+echo "| --- | --- | --- | --- | --- |"
+row() {
+  local name=$1; shift
+  local r; r=$(measure "$@") || { echo "| $name | failed (see $out/run.log) | | | |"; return; }
+  local dec=${r%% *}
+  echo "| $name | $r | $(awk -v d="$dec" -v b="$bound" 'BEGIN { printf "%.0f%%", 100 * d / b }') |"
+}
+row "CPU only" -ngl 0
+if [ "$model_bytes" -lt "$mem" ]; then row "-ngl 99" -ngl 99; else echo "| -ngl 99 | does not fit ($((model_bytes >> 20)) MiB > $((mem >> 20)) MiB) | | | |"; fi
+for n in $splits; do
+  [ "$n" -lt "$n_layer" ] || continue
+  row "-ngl 99 --n-cpu-moe $n" -ngl 99 --n-cpu-moe "$n"
+done

@@ -1,0 +1,87 @@
+// The GPU backend's public face, free of Vulkan types: what the CLI lists (`moetier devices`) and what the model
+// builds (a compute::Backend whose products read device-local copies of the placed weights).
+//
+// Built with Vulkan (libvulkan-dev and glslc found at configure time) the implementation is src/gpu/vulkan/;
+// built without, src/gpu/absent.cpp, whose functions say so (moetier::Error naming what to install).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compute/backend.h"
+#include "quant/matmul.h"
+
+namespace moetier::gpu {
+
+// One Vulkan physical device as `moetier devices` shows it.
+struct DeviceInfo {
+  int index = 0;              // the --device value that selects it
+  std::string name;           // VkPhysicalDeviceProperties::deviceName
+  std::string type;           // "discrete", "integrated", "virtual", "cpu" or "other"
+  std::string driver;         // driver name and info (Vulkan 1.2 driver properties)
+  uint32_t api_version = 0;   // VK_MAKE_API_VERSION form
+  uint64_t memory_bytes = 0;  // the largest device-local heap, bytes
+  uint32_t subgroup_size = 0; // invocations per subgroup
+  bool int_dot = false;       // shaderIntegerDotProduct (Vulkan 1.3 / VK_KHR_shader_integer_dot_product)
+  bool fp16 = false;          // shaderFloat16
+  bool transfer_queue = false;  // a queue family for transfers only (uploads run beside the compute queue)
+  uint64_t max_storage_buffer_range = 0;  // bytes one storage-buffer binding may span (weights are split to it)
+  bool usable = false;        // Vulkan 1.2 or later (timeline semaphores): moetier can run on it
+};
+
+// Whether this binary has the Vulkan backend at all.
+bool built_with_vulkan();
+
+// The devices the Vulkan loader reports, in its order. Throws moetier::Error when the binary has no Vulkan
+// backend or the loader finds no driver (the message says what to install).
+std::vector<DeviceInfo> list_devices();
+
+struct GpuOptions {
+  int device = 0;           // index into list_devices()
+  // Enable the Khronos validation layer (also MOETIER_VULKAN_VALIDATION=1): every message it reports is printed on
+  // stderr and counted (GpuBackend::validation_errors). Throws when the layer is not installed.
+  bool validation = false;
+  int64_t max_cols = 0;     // widest product input (floats per activation row)
+  int64_t max_rows = 0;     // most rows of one product (the output head: n_vocab)
+  int64_t max_tok = 1;      // most activation rows of one call (n_batch, or n_batch * n_expert_used for a MoE layer)
+  // How a product's activations are rounded before the dot products, as the CPU backend rounds them
+  // (quant::round_activations_like_ggml): match_ggml puts x on the reference engine's 8-bit (or fp16/bf16) grid
+  // for the weight's type, so GPU and CPU products differ only in the order of their float sums; exact leaves x
+  // as it is.
+  quant::ActivationRounding rounding = quant::ActivationRounding::match_ggml;
+  // Bytes of one weight buffer; 0: the device's maxStorageBufferRange (rounded down to whole rows). Tests set a
+  // small value to exercise the split of one matrix over several buffers.
+  uint64_t max_buffer_bytes = 0;
+};
+
+// A compute::Backend on one GPU. Products run here when their weights were placed (copied into device-local
+// buffers at setup); the activations stay in host memory and travel through host-visible staging buffers (where
+// they are rounded, GpuOptions::rounding) for each call (a call is one command buffer: upload x, the dispatches, download y, one timeline-semaphore wait).
+class GpuBackend : public compute::Backend {
+ public:
+  // Copies the rows of w (host memory: the file's mapping) to device-local buffers, split at whole rows where it
+  // exceeds max_buffer_bytes, and builds the product pipeline of w's type. A product whose weights lie inside a
+  // placed range (an expert's rows in a placed [n_expert, rows, cols] tensor) then runs on the GPU. Setup only.
+  // Throws moetier::Error for a type without a GPU kernel or when device memory runs out.
+  virtual void place(const quant::WeightView& w) = 0;
+  virtual uint64_t placed_bytes() const = 0;
+  virtual const DeviceInfo& device() const = 0;
+  // The device's read bandwidth in GB/s (10^9 bytes per second): a kernel that reads a device-local buffer of
+  // `bytes` (at most the storage buffer range) once per pass, timed over 10 passes in one submission after one
+  // untimed pass. For `moetier devices --bandwidth` and scripts/gpu-check.sh's decode bound.
+  virtual double read_bandwidth(uint64_t bytes) = 0;
+  // Messages of severity error the validation layer reported so far (0 without validation).
+  virtual uint64_t validation_errors() const = 0;
+};
+
+// Error messages the validation layer reported in this process so far, over every backend and instance (what a
+// test that builds a model with -ngl checks at its end; 0 without validation or without Vulkan).
+uint64_t validation_errors_in_process();
+
+// Opens options.device. Throws moetier::Error for a bad index, an unusable device or a failed Vulkan call.
+std::unique_ptr<GpuBackend> make_backend(const GpuOptions& options);
+
+}  // namespace moetier::gpu

@@ -1,0 +1,10 @@
+// MXFP4, 17 B per 32: E8M0 e, then 16 B of E2M1 nibbles as Q4_0 (quant/blocks.h). value = doubled(nib) * 2^(e - 128).
+#define QK 32u
+#define BLOCK_BYTES 17u
+const int kMxfp4Doubled[16] = int[16](0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+float dq(uint b, uint j) {
+  const uint e = u8(b);
+  const float d = uintBitsToFloat(e < 2u ? (1u << 21) << e : (e - 1u) << 23);
+  const uint q = (u8(b + 1u + (j & 15u)) >> ((j >> 4) * 4u)) & 0xfu;
+  return float(kMxfp4Doubled[q]) * d;
+}

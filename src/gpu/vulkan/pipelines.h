@@ -1,0 +1,65 @@
+// The compute pipelines and their shared layout: every product shader binds (W, X, Y) as storage buffers 0-2 of
+// set 0 and takes ProductPush as push constants (src/gpu/shaders/matmul.comp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string_view>
+
+#include <vulkan/vulkan_raii.hpp>
+
+#include "gpu/vulkan/context.h"
+#include "quant/ggml_type.h"
+
+namespace moetier::gpu::vk_impl {
+
+// matmul.comp's push constants, in its order; offsets in bytes (w) or floats (x, y).
+struct ProductPush {
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+  uint32_t row_bytes = 0;
+  uint32_t w_offset = 0;
+  uint32_t x_offset = 0;
+  uint32_t y_offset = 0;
+  uint32_t y_stride = 0;
+  uint32_t n_tok = 0;
+};
+
+class Pipelines {
+ public:
+  // Tokens one product workgroup takes (matmul.comp's NT).
+  static constexpr uint32_t kTokenTile = 8;
+  // Workgroups along x before rows continue in z (at least maxComputeWorkGroupCount[0] on every device).
+  static constexpr uint32_t kMaxGroupsX = 65535;
+  // Rows one product workgroup takes for rows of `cols` elements: 64 / L, L the power of two covering the row's
+  // 32-element segments, at most 64 (matmul.comp computes the same).
+  static constexpr uint32_t rows_per_group(uint32_t cols) {
+    const uint32_t items = (cols + 31) / 32;
+    uint32_t lanes = 1;
+    while (lanes < items && lanes < 64) lanes <<= 1;
+    return 64 / lanes;
+  }
+
+  explicit Pipelines(const Device& device);
+  const vk::raii::DescriptorSetLayout& set_layout() const { return set_layout_; }
+  const vk::raii::PipelineLayout& layout() const { return layout_; }
+  // Whether the binary has a product shader for `t`.
+  static bool has_product(quant::GgmlType t);
+  // The product pipeline of `t`, built on first use (at setup: GpuBackend::place). Throws moetier::Error for a
+  // type without a shader.
+  const vk::raii::Pipeline& product(quant::GgmlType t);
+  // read.comp (the read-bandwidth kernel, kReadGroupSize invocations per workgroup), built on first use.
+  const vk::raii::Pipeline& read();
+  static constexpr uint32_t kReadGroupSize = 256;
+
+ private:
+  const Device* device_;
+  vk::raii::DescriptorSetLayout set_layout_{nullptr};
+  vk::raii::PipelineLayout layout_{nullptr};
+  std::map<quant::GgmlType, vk::raii::Pipeline> products_;
+  vk::raii::Pipeline read_{nullptr};
+  vk::raii::Pipeline build(std::span<const uint32_t> code, std::string_view what) const;
+};
+
+}  // namespace moetier::gpu::vk_impl

@@ -1,0 +1,372 @@
+#include "gpu/vulkan/vulkan_backend.h"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <chrono>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace moetier::gpu::vk_impl {
+
+namespace {
+
+constexpr uint64_t kUploadStageBytes = uint64_t{16} << 20;  // one upload slice; a model's weights pass in slices
+constexpr uint32_t kSetsPerPool = 256;
+// The io buffers hold at most this many floats each (1 GiB): a longer call runs as several submissions.
+constexpr size_t kMaxIoFloats = size_t{1} << 28;
+
+uint32_t u32(int64_t v) {
+  assert(v >= 0 && v <= static_cast<int64_t>(UINT32_MAX));
+  return static_cast<uint32_t>(v);
+}
+
+}  // namespace
+
+VulkanBackend::VulkanBackend(const GpuOptions& o)
+    : opts_(o),
+      instance_(o.validation),
+      device_(instance_, o.device),
+      pipelines_(device_),
+      compute_done_(device_.get()),
+      transfer_done_(device_.get()) {
+  if (o.max_cols < 1 || o.max_rows < 1 || o.max_tok < 1) {
+    fail("GPU backend: max_cols, max_rows and max_tok must be positive (got {}, {}, {})", o.max_cols, o.max_rows,
+         o.max_tok);
+  }
+  const uint64_t range = device_.info().max_storage_buffer_range;
+  if (opts_.max_buffer_bytes == 0 || opts_.max_buffer_bytes > range) opts_.max_buffer_bytes = range;
+  // x holds a whole call's activations (one group at least); y at least one token of the widest product.
+  const size_t range_floats = static_cast<size_t>(range / sizeof(float));
+  x_cap_ = std::min({static_cast<size_t>(o.max_tok * o.max_cols), kMaxIoFloats, range_floats});
+  y_cap_ = std::min({std::max(static_cast<size_t>(o.max_tok * o.max_cols), static_cast<size_t>(o.max_rows)),
+                     kMaxIoFloats, range_floats});
+  if (x_cap_ < static_cast<size_t>(o.max_cols) || y_cap_ < static_cast<size_t>(o.max_rows)) {
+    fail("GPU backend: a product of {} rows and {} columns exceeds the device's storage buffer range of {} bytes",
+         o.max_rows, o.max_cols, range);
+  }
+  try {
+    x_dev_ = Buffer(device_, x_cap_ * sizeof(float), BufferKind::device_local, "the product inputs");
+    y_dev_ = Buffer(device_, y_cap_ * sizeof(float), BufferKind::device_local, "the product outputs");
+    x_stage_ = Buffer(device_, x_cap_ * sizeof(float), BufferKind::staging, "the product inputs");
+    y_stage_ = Buffer(device_, y_cap_ * sizeof(float), BufferKind::staging, "the product outputs");
+    compute_pool_ = vk::raii::CommandPool(
+        device_.get(),
+        vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer, device_.compute_family()));
+    compute_cmd_ = std::move(vk::raii::CommandBuffers(
+        device_.get(), vk::CommandBufferAllocateInfo(*compute_pool_, vk::CommandBufferLevel::ePrimary, 1))[0]);
+    transfer_pool_ = vk::raii::CommandPool(
+        device_.get(),
+        vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer, device_.transfer_family()));
+    transfer_cmd_ = std::move(vk::raii::CommandBuffers(
+        device_.get(), vk::CommandBufferAllocateInfo(*transfer_pool_, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  } catch (const vk::SystemError& e) {
+    fail("Vulkan: cannot set up the GPU backend on {} ({})", device_.info().name, e.what());
+  }
+  jobs_.reserve(kMaxJobs);
+  reads_.reserve(kMaxJobs);
+}
+
+void VulkanBackend::place(const quant::WeightView& w) {
+  assert(w.memory == quant::Memory::host && !w.empty());
+  if (find(w) != nullptr) return;  // already placed (the output head tied to the token embeddings)
+  pipelines_.product(w.type);
+  const auto rows_per_chunk = static_cast<int64_t>(opts_.max_buffer_bytes / w.row_bytes);
+  if (rows_per_chunk < 1) {
+    fail("a {}-column {} row ({} bytes) exceeds the GPU's storage buffer range of {} bytes", w.cols,
+         quant::type_name(w.type), w.row_bytes, opts_.max_buffer_bytes);
+  }
+  Placed pl{w.data, w.type, w.rows, w.cols, w.row_bytes, {}};
+  for (int64_t r0 = 0; r0 < w.rows; r0 += rows_per_chunk) {
+    Chunk c;
+    c.row0 = r0;
+    c.rows = std::min(rows_per_chunk, w.rows - r0);
+    const uint64_t bytes = static_cast<uint64_t>(c.rows) * w.row_bytes;
+    c.buffer = Buffer(device_, bytes, BufferKind::device_local, "weights");
+    upload(w.row(r0), bytes, c.buffer);
+    bind_chunk(c);
+    placed_bytes_ += bytes;
+    pl.chunks.push_back(std::move(c));
+  }
+  placed_.emplace(w.data, std::move(pl));
+}
+
+void VulkanBackend::upload(const uint8_t* src, uint64_t bytes, const Buffer& dst) {
+  if (upload_stage_.bytes() == 0) upload_stage_ = Buffer(device_, kUploadStageBytes, BufferKind::staging, "uploads");
+  for (uint64_t off = 0; off < bytes; off += kUploadStageBytes) {
+    const uint64_t n = std::min(kUploadStageBytes, bytes - off);
+    std::memcpy(upload_stage_.mapped(), src + off, n);
+    transfer_cmd_.reset();
+    transfer_cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+    // A copy's size must be a multiple of 4 only when the destination is the buffer's end; Buffer rounds up.
+    transfer_cmd_.copyBuffer(*upload_stage_.get(), *dst.get(), vk::BufferCopy(0, off, (n + 3) & ~uint64_t{3}));
+    transfer_cmd_.end();
+    const uint64_t signal = transfer_done_.next();
+    const vk::Semaphore sem = *transfer_done_.semaphore();
+    vk::TimelineSemaphoreSubmitInfo ti({}, signal);
+    const vk::CommandBuffer cb = *transfer_cmd_;
+    vk::SubmitInfo si({}, {}, cb, sem);
+    si.pNext = &ti;
+    device_.transfer_queue().submit(si);
+    transfer_done_.wait(signal);
+  }
+}
+
+void VulkanBackend::bind_chunk(Chunk& c) { c.set = make_set(c.buffer, y_dev_); }
+
+vk::raii::DescriptorSet VulkanBackend::make_set(const Buffer& w, const Buffer& y) {
+  if (sets_left_ == 0) {
+    const vk::DescriptorPoolSize size(vk::DescriptorType::eStorageBuffer, 3 * kSetsPerPool);
+    descriptor_pools_.emplace_back(
+        device_.get(),
+        vk::DescriptorPoolCreateInfo(vk::DescriptorPoolCreateFlagBits::eFreeDescriptorSet, kSetsPerPool, size));
+    sets_left_ = kSetsPerPool;
+  }
+  const vk::DescriptorSetLayout layout = *pipelines_.set_layout();
+  vk::raii::DescriptorSet set = std::move(
+      vk::raii::DescriptorSets(device_.get(), vk::DescriptorSetAllocateInfo(*descriptor_pools_.back(), layout))[0]);
+  --sets_left_;
+  const vk::DescriptorBufferInfo infos[3] = {
+      {*w.get(), 0, VK_WHOLE_SIZE}, {*x_dev_.get(), 0, VK_WHOLE_SIZE}, {*y.get(), 0, VK_WHOLE_SIZE}};
+  vk::WriteDescriptorSet writes[3];
+  for (uint32_t i = 0; i < 3; ++i) writes[i] = vk::WriteDescriptorSet(*set, i, 0, vk::DescriptorType::eStorageBuffer, {}, infos[i]);
+  device_.get().updateDescriptorSets(writes, {});
+  return set;
+}
+
+double VulkanBackend::read_bandwidth(uint64_t bytes) {
+  constexpr uint32_t kGroups = 1024;  // a few per compute unit of any GPU; each invocation strides the buffer
+  constexpr int kPasses = 10;
+  bytes = std::min(bytes, device_.info().max_storage_buffer_range) & ~uint64_t{15};
+  if (bytes == 0) fail("GPU read bandwidth: no bytes to read");
+  const uint32_t words = u32(static_cast<int64_t>(bytes / 16));
+  try {
+    Buffer src(device_, bytes, BufferKind::device_local, "the bandwidth test");
+    Buffer dst(device_, uint64_t{kGroups} * Pipelines::kReadGroupSize * sizeof(uint32_t), BufferKind::device_local,
+               "the bandwidth test");
+    const vk::raii::DescriptorSet set = make_set(src, dst);
+    const vk::Pipeline pipeline = *pipelines_.read();
+    ProductPush push;
+    push.rows = words;
+    const auto run = [&](int passes) {
+      auto& cb = compute_cmd_;
+      cb.reset();
+      cb.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+      using A = vk::AccessFlagBits;
+      using P = vk::PipelineStageFlagBits;
+      cb.fillBuffer(*src.get(), 0, VK_WHOLE_SIZE, 0x5a5a5a5au);
+      cb.pipelineBarrier(P::eTransfer, P::eComputeShader, {}, vk::MemoryBarrier(A::eTransferWrite, A::eShaderRead),
+                         {}, {});
+      cb.bindPipeline(vk::PipelineBindPoint::eCompute, pipeline);
+      cb.bindDescriptorSets(vk::PipelineBindPoint::eCompute, *pipelines_.layout(), 0, *set, {});
+      cb.pushConstants<ProductPush>(*pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, push);
+      for (int i = 0; i < passes; ++i) {
+        // Each pass rewrites dst: order the writes (a write-after-write hazard otherwise).
+        if (i > 0) {
+          cb.pipelineBarrier(P::eComputeShader, P::eComputeShader, {},
+                             vk::MemoryBarrier(A::eShaderWrite, A::eShaderWrite), {}, {});
+        }
+        cb.dispatch(kGroups, 1, 1);
+      }
+      cb.end();
+      const uint64_t signal = compute_done_.next();
+      const vk::Semaphore sem = *compute_done_.semaphore();
+      vk::TimelineSemaphoreSubmitInfo ti({}, signal);
+      const vk::CommandBuffer cmd = *cb;
+      vk::SubmitInfo si({}, {}, cmd, sem);
+      si.pNext = &ti;
+      const auto t0 = std::chrono::steady_clock::now();
+      device_.compute_queue().submit(si);
+      compute_done_.wait(signal);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    run(1);  // first use: pipeline and memory warm
+    const double with_fill = run(kPasses);
+    const double fill_only = run(0);
+    const double seconds = std::max(with_fill - fill_only, 1e-9);
+    return static_cast<double>(bytes) * kPasses / seconds / 1e9;
+  } catch (const vk::SystemError& e) {
+    fail("Vulkan: the read-bandwidth test failed on {} ({})", device_.info().name, e.what());
+  }
+}
+
+const VulkanBackend::Placed* VulkanBackend::find(const quant::WeightView& w) const {
+  if (w.memory != quant::Memory::host || w.empty() || placed_.empty()) return nullptr;
+  auto it = placed_.upper_bound(w.data);
+  if (it == placed_.begin()) return nullptr;
+  const Placed& pl = (--it)->second;
+  const auto offset = static_cast<size_t>(w.data - pl.host);
+  const bool inside = w.type == pl.type && w.cols == pl.cols && w.row_bytes == pl.row_bytes &&
+                      offset % pl.row_bytes == 0 &&
+                      static_cast<int64_t>(offset / pl.row_bytes) + w.rows <= pl.rows;
+  return inside ? &pl : nullptr;
+}
+
+bool VulkanBackend::fits(size_t n_x, size_t n_y) const {
+  return x_used_ + n_x <= x_cap_ && y_used_ + n_y <= y_cap_ && jobs_.size() + 64 <= kMaxJobs;
+}
+
+uint32_t VulkanBackend::stage_x(const float* x, int64_t n_tok, int64_t cols, quant::GgmlType t) {
+  const auto n = static_cast<size_t>(n_tok * cols);
+  assert(n <= x_cap_);
+  if (x_used_ + n > x_cap_) flush();
+  float* dst = reinterpret_cast<float*>(x_stage_.mapped()) + x_used_;
+  std::memcpy(dst, x, n * sizeof(float));
+  if (opts_.rounding == quant::ActivationRounding::match_ggml) {
+    for (int64_t tok = 0; tok < n_tok; ++tok) quant::round_activations_like_ggml(t, dst + tok * cols, cols);
+  }
+  const auto off = static_cast<uint32_t>(x_used_);
+  x_used_ += n;
+  return off;
+}
+
+void VulkanBackend::queue_product(const Placed& pl, const quant::WeightView& w, uint32_t x_offset, int64_t n_tok,
+                                  float* y) {
+  const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(w.data - pl.host) / pl.row_bytes);
+  const auto y_offset = static_cast<uint32_t>(y_used_);
+  const vk::Pipeline pipeline = *pipelines_.product(w.type);
+  for (const Chunk& c : pl.chunks) {
+    const int64_t lo = std::max(row0, c.row0), hi = std::min(row0 + w.rows, c.row0 + c.rows);
+    if (lo >= hi) continue;
+    Job j;
+    j.pipeline = pipeline;
+    j.set = *c.set;
+    j.push = {u32(hi - lo),
+              u32(w.cols),
+              u32(static_cast<int64_t>(w.row_bytes)),
+              u32((lo - c.row0) * static_cast<int64_t>(w.row_bytes)),
+              x_offset,
+              u32(y_offset + (lo - row0)),
+              u32(w.rows),
+              u32(n_tok)};
+    const uint32_t per_group = Pipelines::rows_per_group(u32(w.cols));
+    const uint32_t groups = (u32(hi - lo) + per_group - 1) / per_group;
+    j.groups_x = std::min(groups, Pipelines::kMaxGroupsX);
+    j.groups_y = u32((n_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile);
+    j.groups_z = (groups + Pipelines::kMaxGroupsX - 1) / Pipelines::kMaxGroupsX;
+    jobs_.push_back(j);
+  }
+  reads_.push_back({y, y_offset, u32(n_tok * w.rows)});
+  y_used_ += static_cast<size_t>(n_tok * w.rows);
+}
+
+void VulkanBackend::sliced_product(const Placed& pl, const quant::Product& p, const float* x, int64_t n_tok) {
+  const int64_t per_slice = std::max<int64_t>(1, static_cast<int64_t>(y_cap_) / p.w.rows);
+  for (int64_t t0 = 0; t0 < n_tok; t0 += per_slice) {
+    const int64_t nt = std::min(per_slice, n_tok - t0);
+    flush();
+    const uint32_t xo = stage_x(x + t0 * p.w.cols, nt, p.w.cols, p.w.type);
+    queue_product(pl, p.w, xo, nt, p.y + t0 * p.w.rows);
+  }
+  flush();
+}
+
+void VulkanBackend::matmul(const quant::WeightView& w, const float* x, float* y, int64_t n_tok) {
+  const quant::Product p{w, y};
+  matmul_shared_x({&p, 1}, x, n_tok);
+}
+
+void VulkanBackend::matmul_shared_x(std::span<const quant::Product> products, const float* x, int64_t n_tok) {
+  const quant::ProductGroup g{products, x, n_tok, false};
+  matmul_groups({&g, 1});
+}
+
+void VulkanBackend::matmul_groups(std::span<const quant::ProductGroup> groups) {
+  for (const quant::ProductGroup& g : groups) {
+    if (g.products.empty() || g.n_tok == 0) continue;
+    const int64_t cols = g.products[0].w.cols;
+    // x is staged once per weight type of the group (Q, K and V of a K-quant mix may differ), each rounded for it.
+    std::array<quant::GgmlType, 4> types{};
+    size_t n_types = 0;
+    bool few_types = true;
+    size_t n_y = 0;
+    for (const auto& p : g.products) {
+      n_y += static_cast<size_t>(g.n_tok * p.w.rows);
+      if (std::find(types.begin(), types.begin() + n_types, p.w.type) != types.begin() + n_types) continue;
+      if (n_types == types.size()) {
+        few_types = false;
+      } else {
+        types[n_types++] = p.w.type;
+      }
+    }
+    const auto n_x = static_cast<size_t>(g.n_tok * cols) * n_types;
+    if (!few_types || n_x > x_cap_ || n_y > y_cap_) {
+      // Too big for one submission: each product on its own, in token slices.
+      for (const auto& p : g.products) {
+        const Placed* pl = find(p.w);
+        assert(pl != nullptr);
+        sliced_product(*pl, p, g.x, g.n_tok);
+      }
+      continue;
+    }
+    if (!fits(n_x, n_y)) flush();
+    std::array<uint32_t, 4> offsets{};
+    for (size_t i = 0; i < n_types; ++i) offsets[i] = stage_x(g.x, g.n_tok, cols, types[i]);
+    for (const auto& p : g.products) {
+      assert(p.w.cols == cols);
+      const Placed* pl = find(p.w);
+      assert(pl != nullptr);  // the caller routes only held products here (compute::HybridBackend)
+      const size_t i = static_cast<size_t>(std::find(types.begin(), types.begin() + n_types, p.w.type) - types.begin());
+      queue_product(*pl, p.w, offsets[i], g.n_tok, p.y);
+    }
+  }
+  flush();
+}
+
+void VulkanBackend::flush() {
+  if (jobs_.empty()) {
+    x_used_ = y_used_ = 0;
+    reads_.clear();
+    return;
+  }
+  try {
+    auto& cb = compute_cmd_;
+    cb.reset();
+    cb.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+    cb.copyBuffer(*x_stage_.get(), *x_dev_.get(), vk::BufferCopy(0, 0, x_used_ * sizeof(float)));
+    using A = vk::AccessFlagBits;
+    using P = vk::PipelineStageFlagBits;
+    cb.pipelineBarrier(P::eTransfer, P::eComputeShader, {}, vk::MemoryBarrier(A::eTransferWrite, A::eShaderRead), {},
+                       {});
+    vk::Pipeline bound = nullptr;
+    for (const Job& j : jobs_) {
+      if (j.pipeline != bound) {
+        cb.bindPipeline(vk::PipelineBindPoint::eCompute, j.pipeline);
+        bound = j.pipeline;
+      }
+      cb.bindDescriptorSets(vk::PipelineBindPoint::eCompute, *pipelines_.layout(), 0, j.set, {});
+      cb.pushConstants<ProductPush>(*pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, j.push);
+      cb.dispatch(j.groups_x, j.groups_y, j.groups_z);
+    }
+    cb.pipelineBarrier(P::eComputeShader, P::eTransfer, {}, vk::MemoryBarrier(A::eShaderWrite, A::eTransferRead), {},
+                       {});
+    cb.copyBuffer(*y_dev_.get(), *y_stage_.get(), vk::BufferCopy(0, 0, y_used_ * sizeof(float)));
+    cb.pipelineBarrier(P::eTransfer, P::eHost, {}, vk::MemoryBarrier(A::eTransferWrite, A::eHostRead), {}, {});
+    cb.end();
+    // Waiting on the uploads' timeline orders this submission after every weight copy of the transfer queue.
+    const uint64_t signal = compute_done_.next();
+    const uint64_t uploaded = transfer_done_.value();
+    const vk::Semaphore wait_sem = *transfer_done_.semaphore();
+    const vk::Semaphore signal_sem = *compute_done_.semaphore();
+    const vk::PipelineStageFlags wait_stage = P::eTransfer;
+    vk::TimelineSemaphoreSubmitInfo ti(uploaded, signal);
+    const vk::CommandBuffer cmd = *cb;
+    vk::SubmitInfo si(wait_sem, wait_stage, cmd, signal_sem);
+    si.pNext = &ti;
+    device_.compute_queue().submit(si);
+    ++counters_.submissions;
+    counters_.dispatches += jobs_.size();
+    compute_done_.wait(signal);
+  } catch (const vk::SystemError& e) {
+    fail("Vulkan: a product submission failed on {} ({})", device_.info().name, e.what());
+  }
+  for (const Readback& r : reads_) {
+    std::memcpy(r.dst, y_stage_.mapped() + size_t{r.y_offset} * sizeof(float), size_t{r.floats} * sizeof(float));
+  }
+  jobs_.clear();
+  reads_.clear();
+  x_used_ = y_used_ = 0;
+}
+
+}  // namespace moetier::gpu::vk_impl

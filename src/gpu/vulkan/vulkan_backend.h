@@ -1,0 +1,112 @@
+// gpu::GpuBackend on Vulkan: placed weights in device-local buffers (split at whole rows to the device's
+// maxStorageBufferRange), one command buffer per call (copy x in, the product dispatches, copy y out) on the
+// compute queue, uploads on the transfer queue, completion through timeline semaphores.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <vulkan/vulkan_raii.hpp>
+
+#include "gpu/gpu.h"
+#include "gpu/vulkan/buffer.h"
+#include "gpu/vulkan/context.h"
+#include "gpu/vulkan/pipelines.h"
+
+namespace moetier::gpu::vk_impl {
+
+class VulkanBackend final : public GpuBackend {
+ public:
+  explicit VulkanBackend(const GpuOptions& o);
+
+  std::string_view name() const override { return "vulkan"; }
+  bool reads(quant::Memory m) const override { return m == quant::Memory::host; }
+  bool holds(const quant::WeightView& w) const override { return find(w) != nullptr; }
+  void matmul(const quant::WeightView& w, const float* x, float* y, int64_t n_tok) override;
+  void matmul_shared_x(std::span<const quant::Product> products, const float* x, int64_t n_tok) override;
+  void matmul_groups(std::span<const quant::ProductGroup> groups) override;
+  util::ThreadPool* host_pool() override { return nullptr; }
+  compute::Activations activations(size_t n) const override { return compute::Activations::host_floats(n); }
+
+  void place(const quant::WeightView& w) override;
+  uint64_t placed_bytes() const override { return placed_bytes_; }
+  const DeviceInfo& device() const override { return device_.info(); }
+  uint64_t validation_errors() const override { return instance_.validation_errors(); }
+  compute::BackendCounters counters() const override { return counters_; }
+  double read_bandwidth(uint64_t bytes) override;
+
+ private:
+  // Rows [row0, row0 + rows) of a placed matrix in one device buffer, bound with the io buffers.
+  struct Chunk {
+    int64_t row0 = 0;
+    int64_t rows = 0;
+    Buffer buffer;
+    vk::raii::DescriptorSet set{nullptr};
+  };
+  struct Placed {
+    const uint8_t* host = nullptr;  // the placed matrix in host memory (the key of placed_)
+    quant::GgmlType type = quant::GgmlType::F32;
+    int64_t rows = 0;
+    int64_t cols = 0;
+    size_t row_bytes = 0;
+    std::vector<Chunk> chunks;
+  };
+  struct Job {
+    vk::Pipeline pipeline;
+    vk::DescriptorSet set;
+    ProductPush push;
+    uint32_t groups_x = 0, groups_y = 0, groups_z = 0;
+  };
+  struct Readback {
+    float* dst = nullptr;  // host destination of floats [y_offset, y_offset + floats) of the y buffers
+    uint32_t y_offset = 0;
+    uint32_t floats = 0;
+  };
+  static constexpr size_t kMaxJobs = 4096;  // dispatches of one submission (more: several submissions)
+
+  const Placed* find(const quant::WeightView& w) const;
+  // Copies x[n_tok, cols] into the x staging buffer (submitting what is queued first when it is full), rounded
+  // as the CPU rounds activations for weights of type t (GpuOptions::rounding); returns their float offset.
+  uint32_t stage_x(const float* x, int64_t n_tok, int64_t cols, quant::GgmlType t);
+  // Whether n_x more input floats and n_y more output floats fit the io buffers.
+  bool fits(size_t n_x, size_t n_y) const;
+  // Queues y[n_tok, w.rows] = w x for x already staged at x_offset; the caller made room (fits).
+  void queue_product(const Placed& pl, const quant::WeightView& w, uint32_t x_offset, int64_t n_tok, float* y);
+  // A product whose output alone exceeds the y buffers (the output head over a long prompt): in token slices.
+  void sliced_product(const Placed& pl, const quant::Product& p, const float* x, int64_t n_tok);
+  // Records and submits what is queued, waits, copies the results out; a no-op when nothing is queued.
+  void flush();
+  void upload(const uint8_t* src, uint64_t bytes, const Buffer& dst);
+  void bind_chunk(Chunk& c);
+  // A descriptor set of the product layout binding (w, the x io buffer, y).
+  vk::raii::DescriptorSet make_set(const Buffer& w, const Buffer& y);
+
+  GpuOptions opts_;
+  compute::BackendCounters counters_;
+  Instance instance_;
+  Device device_;
+  Pipelines pipelines_;
+  size_t x_cap_ = 0;  // floats of x_dev_ / x_stage_
+  size_t y_cap_ = 0;  // floats of y_dev_ / y_stage_
+  Buffer x_dev_, y_dev_, x_stage_, y_stage_;
+  Buffer upload_stage_;  // host-visible bytes the placed weights pass through
+  vk::raii::CommandPool compute_pool_{nullptr};
+  vk::raii::CommandBuffer compute_cmd_{nullptr};
+  vk::raii::CommandPool transfer_pool_{nullptr};
+  vk::raii::CommandBuffer transfer_cmd_{nullptr};
+  Timeline compute_done_;
+  Timeline transfer_done_;
+  std::vector<vk::raii::DescriptorPool> descriptor_pools_;
+  uint32_t sets_left_ = 0;  // in descriptor_pools_.back()
+  std::map<const uint8_t*, Placed> placed_;
+  uint64_t placed_bytes_ = 0;
+  // The submission being assembled (capacity reserved at construction).
+  std::vector<Job> jobs_;
+  std::vector<Readback> reads_;
+  size_t x_used_ = 0;
+  size_t y_used_ = 0;
+};
+
+}  // namespace moetier::gpu::vk_impl

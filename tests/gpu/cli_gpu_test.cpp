@@ -1,0 +1,65 @@
+// `moetier run` with -ngl / --n-cpu-moe / --device end to end on lavapipe, under the validation layer: the text
+// is the CPU run's, the start log says what lives where, and bad placement values are refused naming the flag.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cli/run_cli.h"
+
+namespace moetier {
+namespace {
+
+std::string tiny_qwen3moe() { return (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string(); }
+
+const std::string kRun = "run -m '" + tiny_qwen3moe() + "' --temp 0 -n 24 -p 'Once upon a time'";
+const std::string kValidated = "MOETIER_VULKAN_VALIDATION=1 ";
+
+TEST(CliGpu, AllLayersOnTheGpuPrintTheCpuText) {
+  const auto cpu = test::run_cli(kRun, "2>/dev/null");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+  const auto gpu = test::run_shell(kValidated + test::cli_path() + " " + kRun + " -ngl 99 2>/dev/null");
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+  // stdout: the text, then the summary (whose timings differ); the text is its first line.
+  EXPECT_EQ(cpu.output.substr(0, cpu.output.find('\n')), gpu.output.substr(0, gpu.output.find('\n')));
+  const auto log = test::run_shell(kValidated + test::cli_path() + " " + kRun + " -ngl 99 2>&1 >/dev/null");
+  ASSERT_EQ(log.exit_code, 0) << log.output;
+  EXPECT_NE(log.output.find("gpu: device 0 "), std::string::npos) << log.output;
+  EXPECT_NE(log.output.find("blocks 0..3 of 4 and the output head; the routed experts of blocks 0..3"),
+            std::string::npos)
+      << log.output;
+  EXPECT_EQ(log.output.find("vulkan validation"), std::string::npos) << log.output;
+  // The summary counts the GPU's work: with every block on the GPU each step submits and dispatches.
+  EXPECT_NE(gpu.output.find(" dispatches since load ("), std::string::npos) << gpu.output;
+  EXPECT_EQ(cpu.output.find("dispatches since load"), std::string::npos) << cpu.output;
+}
+
+TEST(CliGpu, HybridSplitSaysWhereTheExpertsAre) {
+  const auto r = test::run_shell(kValidated + test::cli_path() + " " + kRun + " -ngl=99 --n-cpu-moe 2 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the routed experts of blocks 2..3 (--n-cpu-moe 2 keeps those of blocks below 2 on the "
+                          "CPU)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("vulkan validation"), std::string::npos) << r.output;
+}
+
+TEST(CliGpu, PartialOffloadCountsFromTheLastBlock) {
+  const auto r = test::run_cli(kRun + " --n-gpu-layers 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("block 3 of 4; the routed experts of block 3"), std::string::npos) << r.output;
+}
+
+TEST(CliGpu, BadPlacementValuesAreRefused) {
+  const auto dev = test::run_cli(kRun + " -ngl 99 --device 7");
+  EXPECT_EQ(dev.exit_code, 1) << dev.output;
+  EXPECT_NE(dev.output.find("--device 7 is out of range"), std::string::npos) << dev.output;
+  const auto neg = test::run_cli(kRun + " -ngl -1");
+  EXPECT_GT(neg.exit_code, 100) << neg.output;
+  EXPECT_NE(neg.output.find("--n-gpu-layers"), std::string::npos) << neg.output;
+  const auto no_ngl = test::run_cli(kRun + " --n-cpu-moe 2");
+  EXPECT_EQ(no_ngl.exit_code, 0) << no_ngl.output;
+  EXPECT_NE(no_ngl.output.find("--n-cpu-moe has no effect without -ngl"), std::string::npos) << no_ngl.output;
+}
+
+}  // namespace
+}  // namespace moetier
