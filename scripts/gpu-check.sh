@@ -18,6 +18,12 @@ build=${BUILD:-build/gpu-check}
 bin=$build/moetier
 jobs=$(nproc)
 
+# What the build and the benchmark need, checked before any time is spent (scripts/setup-deps.sh installs them).
+for tool in cmake ninja glslc spirv-val jq python3; do
+  command -v "$tool" >/dev/null || { echo "gpu-check: $tool is missing: run bash scripts/setup-deps.sh" >&2; exit 1; }
+done
+[ -f /usr/include/vulkan/vulkan_raii.hpp ] || { echo "gpu-check: libvulkan-dev is missing: run bash scripts/setup-deps.sh" >&2; exit 1; }
+
 echo "== build (Release, Vulkan)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOETIER_VULKAN=ON >/dev/null
 cmake --build "$build" -j "$jobs" >/dev/null
@@ -25,26 +31,35 @@ cmake --build "$build" -j "$jobs" >/dev/null
 echo "== vulkaninfo --summary"
 if command -v vulkaninfo >/dev/null; then vulkaninfo --summary 2>&1 || true; else echo "(vulkaninfo not installed: apt install vulkan-tools)"; fi
 echo "== moetier devices --bandwidth"
-"$bin" devices --bandwidth
-bw=$("$bin" devices --bandwidth --json | jq -r ".[$device].read_gbs")
+devices_json=$("$bin" devices --bandwidth --json)
+jq -r '.[] | "device \(.index): \(.name) (\(.type), Vulkan \(.api_version)), \(.memory_bytes / 1048576 | floor) MiB, subgroup \(.subgroup_size), integer dot \(.int_dot), fp16 \(.fp16), transfer queue \(.transfer_queue), read \(if .read_gbs then (.read_gbs * 10 | round / 10) else "n/a" end) GB/s"' <<< "$devices_json"
+bw=$(jq -r ".[$device].read_gbs // empty | . * 10 | round / 10" <<< "$devices_json")
+mem=$(jq -r ".[$device].memory_bytes // empty" <<< "$devices_json")
+[ -n "$bw" ] && [ -n "$mem" ] || { echo "gpu-check: device $device is missing or unusable (see the list above)" >&2; exit 1; }
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   echo "== GPU tests (ctest -L gpu)"
-  ctest --test-dir "$build" -L gpu -j "$jobs" --timeout 300 --output-on-failure | tail -5
+  # A failure is reported, and the benchmark still runs: both are evidence.
+  if ctest --test-dir "$build" -L gpu -j "$jobs" --timeout 300 --output-on-failure > "$build/gpu-tests.log" 2>&1; then
+    tail -3 "$build/gpu-tests.log"
+  else
+    grep -E "tests passed|FAILED|Failed" "$build/gpu-tests.log" | tail -20
+    echo "GPU tests FAILED (the whole log: $build/gpu-tests.log)"
+  fi
 fi
 
-echo "== synthetic Qwen3-30B-A3B Q4_K_M"
+echo "== $model (synthetic Qwen3-30B-A3B Q4_K_M unless MODEL is set)"
 mkdir -p "$(dirname "$model")"
 [ -f "$model" ] || "$bin" synth --preset qwen3-30b-a3b --type Q4_K_M -o "$model" >/dev/null
-read_bytes=$("$bin" inspect --json "$model" | jq -r '.decode_read_per_token.bytes')
+read_bytes=$("$bin" inspect --json "$model" | jq -r '.decode_read_per_token.bytes // empty')
+[ -n "$read_bytes" ] && [ "$read_bytes" -gt 0 ] || { echo "gpu-check: no decode bytes per token from inspect" >&2; exit 1; }
 n_layer=$("$bin" inspect --json "$model" | jq -r '.hyperparameters.block_count')
-mem=$("$bin" devices --json | jq -r ".[$device].memory_bytes")
 model_bytes=$(stat -c %s "$model")
 out=$build/gpu-bench; mkdir -p "$out"
 python3 - "$prefill" > "$out/prompt.json" <<'PY'
 import json, random, sys
 random.seed(7)
-print(json.dumps([random.randrange(1000, 100000) for _ in range(int(sys.argv[1]))]))
+print(json.dumps([random.randrange(10, 1000) for _ in range(int(sys.argv[1]))]))  # ids every vocabulary has
 PY
 
 # One run: prints "decode tok/s | prefill tok/s | dispatches per step" from the metrics CSV and the summary.
@@ -75,6 +90,6 @@ row() {
 row "CPU only" -ngl 0
 if [ "$model_bytes" -lt "$mem" ]; then row "-ngl 99" -ngl 99; else echo "| -ngl 99 | does not fit ($((model_bytes >> 20)) MiB > $((mem >> 20)) MiB) | | | |"; fi
 for n in $splits; do
-  [ "$n" -lt "$n_layer" ] || continue
+  [ "$n" -le "$n_layer" ] || continue
   row "-ngl 99 --n-cpu-moe $n" -ngl 99 --n-cpu-moe "$n"
 done

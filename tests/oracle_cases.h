@@ -54,7 +54,7 @@ inline std::string reference_for(const std::string& model) {
 // here is reported as skipped, never as passed.
 //   tiny-mixtral-IQ4_XS: the reference's logits depend on its prompt batch size, and its small-batch IQ4_XS
 //   products overflow. p1 (a 21-token batch) and plong (a 334-token batch) share their first 6 tokens, so any
-//   engine must give identical rows 0..5 for both (ours are bit-identical, checked below for every model); the
+//   engine must give identical rows 0..5 for both (ours are bit-identical, checked by tests/model/oracle_test.cpp for every model); the
 //   reference's differ from each other by rel 0.022, 0.056, 0.037, 0.037, 0.048, 0.055, while its Q8_0 and F16
 //   files agree to 8e-8 and 0. The reason, from its source (ik_llama.cpp's AVX2 kernels) and reproduced by an
 //   emulation: below 32 rows per product its IQ4_XS kernel multiplies the grid values stored with +128 (up to

@@ -15,6 +15,7 @@ namespace {
 bool built_with_vulkan() { return false; }
 std::vector<DeviceInfo> list_devices() { absent(); }
 uint64_t validation_errors_in_process() { return 0; }
+bool has_kernel(quant::GgmlType) { return false; }
 std::unique_ptr<GpuBackend> make_backend(const GpuOptions&) { absent(); }
 
 }  // namespace moetier::gpu

@@ -34,6 +34,9 @@ struct DeviceInfo {
 
 // Whether this binary has the Vulkan backend at all.
 bool built_with_vulkan();
+// Whether the backend has a product kernel for weights of type t (false without Vulkan). -ngl leaves a tensor of
+// another type on the CPU.
+bool has_kernel(quant::GgmlType t);
 
 // The devices the Vulkan loader reports, in its order. Throws moetier::Error when the binary has no Vulkan
 // backend or the loader finds no driver (the message says what to install).
@@ -49,8 +52,8 @@ struct GpuOptions {
   int64_t max_tok = 1;      // most activation rows of one call (n_batch, or n_batch * n_expert_used for a MoE layer)
   // How a product's activations are rounded before the dot products, as the CPU backend rounds them
   // (quant::round_activations_like_ggml): match_ggml puts x on the reference engine's 8-bit (or fp16/bf16) grid
-  // for the weight's type, so GPU and CPU products differ only in the order of their float sums; exact leaves x
-  // as it is.
+  // for the weight's type, so GPU and CPU products differ only in the order (and fusing) of their float sums;
+  // exact leaves x as it is.
   quant::ActivationRounding rounding = quant::ActivationRounding::match_ggml;
   // Bytes of one weight buffer; 0: the device's maxStorageBufferRange (rounded down to whole rows). Tests set a
   // small value to exercise the split of one matrix over several buffers.

@@ -93,7 +93,12 @@ std::unique_ptr<compute::Backend> DecoderModel::with_gpu(std::unique_ptr<compute
          opts_.n_gpu_layers, static_cast<double>(plan.bytes) / kMiB, static_cast<double>(dev.memory_bytes) / kMiB,
          dev.index, dev.name);
   }
+  int64_t no_kernel = 0;  // tensors left on the CPU for want of a GPU kernel of their type
   for (const gguf::BoundMatrix& b : plan.weights) {
+    if (!gpu::has_kernel(b.view.type)) {
+      ++no_kernel;
+      continue;
+    }
     try {
       g->place(b.view);
     } catch (const Error& e) {
@@ -101,8 +106,11 @@ std::unique_ptr<compute::Backend> DecoderModel::with_gpu(std::unique_ptr<compute
            e.what());
     }
   }
-  info_.gpu = fmt::format("device {} {} ({}): {}; {:.1f} MiB of weights in device memory", dev.index, dev.name,
-                          dev.type, plan.describe(req), static_cast<double>(g->placed_bytes()) / kMiB);
+  info_.gpu = fmt::format("device {} {} ({}): {}; {:.1f} MiB of weights in device memory{}", dev.index, dev.name,
+                          dev.type, plan.describe(req), static_cast<double>(g->placed_bytes()) / kMiB,
+                          no_kernel > 0 ? fmt::format(" ({} tensors of types without a GPU kernel stay on the CPU)",
+                                                      no_kernel)
+                                        : "");
   return std::make_unique<compute::HybridBackend>(std::move(g), std::move(cpu));
 }
 

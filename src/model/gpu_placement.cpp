@@ -62,6 +62,10 @@ GpuPlacement plan_gpu_placement(const gguf::GgufModel& file, std::span<const ggu
     }
   }
   p.expert_layers = static_cast<int64_t>(layers.size());
+  if (!layers.empty()) {
+    p.first_expert_block = *layers.begin();
+    p.last_expert_block = *layers.rbegin();
+  }
   return p;
 }
 
@@ -71,7 +75,7 @@ std::string GpuPlacement::describe(const GpuPlacementRequest& r) const {
   if (output) s += " and the output head";
   if (!has_experts || first_layer >= n_layer) return s;
   if (expert_layers > 0) {
-    s += fmt::format("; the routed experts of {}", block_range(n_layer - expert_layers, n_layer - 1));
+    s += fmt::format("; the routed experts of {}", block_range(first_expert_block, last_expert_block));
   } else {
     s += "; no routed experts";
   }

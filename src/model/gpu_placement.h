@@ -33,11 +33,13 @@ struct GpuPlacement {
   int64_t n_layer = 0;
   bool output = false;         // the output head is on the GPU
   bool has_experts = false;    // the file has routed experts
-  int64_t expert_layers = 0;   // blocks whose routed experts are on the GPU: the last expert_layers blocks
+  int64_t expert_layers = 0;   // blocks whose routed experts are on the GPU
+  int64_t first_expert_block = 0, last_expert_block = -1;  // the first and last of them (when expert_layers > 0)
   int64_t max_rows = 0;        // most rows of one product over a placed weight (an expert's rows for a stack)
   uint64_t bytes = 0;          // weight bytes placed
 
-  // "blocks 2..3 of 4 and the output head; routed experts of blocks 2..3 (1 with --n-cpu-moe on the CPU)"
+  // "blocks 0..3 of 4 and the output head; the routed experts of blocks 2..3 (--n-cpu-moe 2 keeps those of blocks
+  // below 2 on the CPU)"
   std::string describe(const GpuPlacementRequest& r) const;
 };
 

@@ -70,8 +70,8 @@ struct ModelInfo {
   int64_t n_expert = 0;      // experts per MoE layer (0 for dense models)
   int64_t n_expert_used = 0; // experts chosen per token (after any override)
   int n_seq = 1;             // KV caches (ModelOptions::n_seq)
-  // What lives on the GPU, for the start log ("llvmpipe (cpu): blocks 0..3 of 4 ..., 12.5 MiB"); empty when
-  // n_gpu_layers is 0.
+  // What lives on the GPU, for the start log ("device 0 llvmpipe (...) (cpu): blocks 0..3 of 4 and the output
+  // head; the routed experts of blocks 0..3; 8.0 MiB of weights in device memory"); empty when n_gpu_layers is 0.
   std::string gpu;
 };
 

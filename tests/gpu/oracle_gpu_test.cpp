@@ -80,6 +80,10 @@ TEST_P(OracleGpuTest, TeacherForcedMatchesReference) {
   EXPECT_EQ(0, std::memcmp(again.logits.data(), cases.front().result.logits.data(), again.logits.size() * sizeof(float)))
       << gc.model << ": a second run of p1 gave other logits";
   EXPECT_EQ(gpu::validation_errors_in_process(), errors_before) << "the validation layer reported errors";
+  // The products ran on the GPU, not silently on the CPU: every step dispatched.
+  const compute::BackendCounters counters = model->backend_counters();
+  EXPECT_GE(counters.submissions, static_cast<uint64_t>(cases.size())) << gc.model;
+  EXPECT_GT(counters.dispatches, counters.submissions) << gc.model;
   const test::OracleTotals t = test::oracle_totals(cases);
   if (const char* problem = test::reference_problem(gc.model))
     GTEST_SKIP() << gc.model << ": mean rel " << t.mean_rel << " not judged: " << problem;

@@ -9,6 +9,7 @@
 // Stability of Numerical Algorithms, 2nd ed., eq. 4.4) both results lie within (n + 1) u sum_c |w_rc x_tc| of the
 // exact dot, n the longer of the two summation chains (cols for the reference) and u = 2^-24; twice that bounds
 // their difference.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -150,11 +151,12 @@ TEST(GpuProductGroups, SharedActivationsAndGroupsMatchTheReference) {
   be->place(a.view);
   be->place(b.view);
   const auto x1 = random_x(3 * kCols, 9), x2 = random_x(5 * kCols, 10);
-  std::vector<float> ya(3 * kRows), yb(3 * kRows / 2), yc(5 * kRows);
+  std::vector<float> ya(3 * kRows, NAN), yb(3 * kRows / 2, NAN), yc(5 * kRows, NAN);
   const quant::Product shared[] = {{a.view, ya.data()}, {b.view, yb.data()}};
   be->matmul_shared_x(shared, x1.data(), 3);
   expect_product(a.view, x1, ya, 3, "shared a");
   expect_product(b.view, x1, yb, 3, "shared b");
+  std::fill(yb.begin(), yb.end(), NAN);  // group 0 must write it again
   const quant::Product first[] = {{b.view, yb.data()}}, second[] = {{a.view, yc.data()}};
   const quant::ProductGroup groups[] = {{first, x1.data(), 3, true}, {second, x2.data(), 5, true}};
   be->matmul_groups(groups);
@@ -170,7 +172,7 @@ TEST(GpuProductSlices, OutputsLargerThanTheIoBuffersRunInTokenSlices) {
   auto be = testing::validated_backend(kCols, kRows, kTok);
   be->place(m.view);
   const auto x = random_x(kTok * kCols, 6);
-  std::vector<float> y(static_cast<size_t>(kTok * kRows));
+  std::vector<float> y(static_cast<size_t>(kTok * kRows), NAN);
   be->matmul(m.view, x.data(), y.data(), kTok);
   expect_product(m.view, x, y, kTok, "sliced");
   EXPECT_EQ(be->validation_errors(), 0u);

@@ -80,7 +80,10 @@ TEST(GpuPlacement, TiedEmbeddingsArePlacedOnceAsTheOutputHead) {
   ASSERT_EQ(file.find("output.weight"), nullptr) << "expected a file with tied embeddings";
   gguf::TensorBinder bind(file);
   auto bound = bind_all(file, bind);
-  bound.push_back(bound.front());  // a weight bound twice is placed once
+  const auto embd = std::find_if(bound.begin(), bound.end(),
+                                 [](const gguf::BoundMatrix& b) { return b.name == "token_embd.weight"; });
+  ASSERT_NE(embd, bound.end());
+  bound.push_back(*embd);  // bound twice (as the embeddings and as the tied head), placed once
   const GpuPlacement p = plan_gpu_placement(file, bound, GpuPlacementRequest{4, 5, 0, true});
   EXPECT_TRUE(p.output);
   EXPECT_EQ(std::count_if(p.weights.begin(), p.weights.end(),

@@ -1,6 +1,7 @@
 // The entry points of gpu.h on Vulkan.
 #include "gpu/gpu.h"
 #include "gpu/vulkan/context.h"
+#include "gpu/vulkan/pipelines.h"
 #include "gpu/vulkan/vulkan_backend.h"
 
 namespace moetier::gpu {
@@ -14,6 +15,8 @@ std::vector<DeviceInfo> list_devices() {
   for (const auto& pd : instance.physical_devices()) out.push_back(vk_impl::describe(pd, i++));
   return out;
 }
+
+bool has_kernel(quant::GgmlType t) { return vk_impl::Pipelines::has_product(t); }
 
 uint64_t validation_errors_in_process() { return vk_impl::process_validation_errors(); }
 

@@ -36,7 +36,9 @@ VulkanBackend::VulkanBackend(const GpuOptions& o)
          o.max_tok);
   }
   const uint64_t range = device_.info().max_storage_buffer_range;
-  if (opts_.max_buffer_bytes == 0 || opts_.max_buffer_bytes > range) opts_.max_buffer_bytes = range;
+  // Whole 16-byte multiples: a buffer rounded up to 4 bytes still binds within the range (some drivers report
+  // 2^32 - 1).
+  if (opts_.max_buffer_bytes == 0 || opts_.max_buffer_bytes > range) opts_.max_buffer_bytes = range & ~uint64_t{15};
   // x holds a whole call's activations (one group at least); y at least one token of the widest product.
   const size_t range_floats = static_cast<size_t>(range / sizeof(float));
   x_cap_ = std::min({static_cast<size_t>(o.max_tok * o.max_cols), kMaxIoFloats, range_floats});
@@ -99,7 +101,8 @@ void VulkanBackend::upload(const uint8_t* src, uint64_t bytes, const Buffer& dst
     std::memcpy(upload_stage_.mapped(), src + off, n);
     transfer_cmd_.reset();
     transfer_cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
-    // A copy's size must be a multiple of 4 only when the destination is the buffer's end; Buffer rounds up.
+    // Buffer sizes are rounded up to 4 bytes (shaders read whole words): the last slice copies up to 3 bytes past
+    // the weights' end from the staging buffer into that padding.
     transfer_cmd_.copyBuffer(*upload_stage_.get(), *dst.get(), vk::BufferCopy(0, off, (n + 3) & ~uint64_t{3}));
     transfer_cmd_.end();
     const uint64_t signal = transfer_done_.next();
@@ -209,7 +212,10 @@ bool VulkanBackend::fits(size_t n_x, size_t n_y) const {
 
 uint32_t VulkanBackend::stage_x(const float* x, int64_t n_tok, int64_t cols, quant::GgmlType t) {
   const auto n = static_cast<size_t>(n_tok * cols);
-  assert(n <= x_cap_);
+  if (n > x_cap_) {
+    fail("GPU backend: a product input of {} x {} floats exceeds the {} floats of the input buffer", n_tok, cols,
+         x_cap_);
+  }
   if (x_used_ + n > x_cap_) flush();
   float* dst = reinterpret_cast<float*>(x_stage_.mapped()) + x_used_;
   std::memcpy(dst, x, n * sizeof(float));
@@ -252,7 +258,9 @@ void VulkanBackend::queue_product(const Placed& pl, const quant::WeightView& w, 
 }
 
 void VulkanBackend::sliced_product(const Placed& pl, const quant::Product& p, const float* x, int64_t n_tok) {
-  const int64_t per_slice = std::max<int64_t>(1, static_cast<int64_t>(y_cap_) / p.w.rows);
+  // A slice's inputs must fit x as its outputs fit y (x_cap_ is clamped to the storage buffer range).
+  const int64_t per_slice = std::max<int64_t>(
+      1, std::min(static_cast<int64_t>(y_cap_) / p.w.rows, static_cast<int64_t>(x_cap_) / p.w.cols));
   for (int64_t t0 = 0; t0 < n_tok; t0 += per_slice) {
     const int64_t nt = std::min(per_slice, n_tok - t0);
     flush();
@@ -349,7 +357,8 @@ void VulkanBackend::flush() {
     const uint64_t uploaded = transfer_done_.value();
     const vk::Semaphore wait_sem = *transfer_done_.semaphore();
     const vk::Semaphore signal_sem = *compute_done_.semaphore();
-    const vk::PipelineStageFlags wait_stage = P::eTransfer;
+    // The uploads are waited for before this submission's copies and shaders (the weights' first readers).
+    const vk::PipelineStageFlags wait_stage = P::eTransfer | P::eComputeShader;
     vk::TimelineSemaphoreSubmitInfo ti(uploaded, signal);
     const vk::CommandBuffer cmd = *cb;
     vk::SubmitInfo si(wait_sem, wait_stage, cmd, signal_sem);

@@ -64,7 +64,8 @@ class VulkanBackend final : public GpuBackend {
     uint32_t y_offset = 0;
     uint32_t floats = 0;
   };
-  static constexpr size_t kMaxJobs = 4096;  // dispatches of one submission (more: several submissions)
+  // Dispatches a submission takes before the next group starts a new one (a single group may go past it).
+  static constexpr size_t kMaxJobs = 4096;
 
   const Placed* find(const quant::WeightView& w) const;
   // Copies x[n_tok, cols] into the x staging buffer (submitting what is queued first when it is full), rounded
