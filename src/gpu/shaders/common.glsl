@@ -25,4 +25,17 @@ float bf16(uint o) { return uintBitsToFloat(u16(o) << 16); }
 // float32 at `o`.
 float f32(uint o) { return uintBitsToFloat(u32(o)); }
 
+// The 6-bit scale and min of sub-block s (0..7) of a Q4_K / Q5_K block at byte `b`, whose 12 scale bytes start at
+// b + 4: sub-blocks 0..3 in the low 6 bits of bytes 0..3 (scales) and 4..7 (mins), 4..7 split over the low and
+// high nibbles of bytes 8..11 and the top 2 bits of bytes 0..7 (ggml's get_scale_min_k4; quant/kquant_scales.h).
+void kquant_scale_min(uint b, uint s, out uint sc, out uint m) {
+  if (s < 4u) {
+    sc = u8(b + 4u + s) & 63u;
+    m = u8(b + 8u + s) & 63u;
+  } else {
+    sc = (u8(b + 8u + s) & 0xfu) | (u8(b + s) >> 6) << 4;
+    m = (u8(b + 8u + s) >> 4) | (u8(b + 4u + s) >> 6) << 4;
+  }
+}
+
 #endif

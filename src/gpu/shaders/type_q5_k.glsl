@@ -4,13 +4,7 @@
 float dq(uint b, uint j) {
   const uint s = j >> 5, l = j & 31u;
   uint sc, m;
-  if (s < 4u) {
-    sc = u8(b + 4u + s) & 63u;
-    m = u8(b + 8u + s) & 63u;
-  } else {
-    sc = (u8(b + 8u + s) & 0xfu) | (u8(b + s) >> 6) << 4;
-    m = (u8(b + 8u + s) >> 4) | (u8(b + 4u + s) >> 6) << 4;
-  }
+  kquant_scale_min(b, s, sc, m);
   const float ds = f16(b) * float(sc);
   const float ms = f16(b + 2u) * float(m);
   const uint q4 = (u8(b + 48u + 32u * (s >> 1) + l) >> (4u * (s & 1u))) & 0xfu;

@@ -105,15 +105,19 @@ void VulkanBackend::upload(const uint8_t* src, uint64_t bytes, const Buffer& dst
     // the weights' end from the staging buffer into that padding.
     transfer_cmd_.copyBuffer(*upload_stage_.get(), *dst.get(), vk::BufferCopy(0, off, (n + 3) & ~uint64_t{3}));
     transfer_cmd_.end();
-    const uint64_t signal = transfer_done_.next();
-    const vk::Semaphore sem = *transfer_done_.semaphore();
-    vk::TimelineSemaphoreSubmitInfo ti({}, signal);
-    const vk::CommandBuffer cb = *transfer_cmd_;
-    vk::SubmitInfo si({}, {}, cb, sem);
-    si.pNext = &ti;
-    device_.transfer_queue().submit(si);
-    transfer_done_.wait(signal);
+    submit_and_wait(device_.transfer_queue(), transfer_cmd_, transfer_done_);
   }
+}
+
+void VulkanBackend::submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb, Timeline& done) {
+  const uint64_t signal = done.next();
+  const vk::Semaphore sem = *done.semaphore();
+  vk::TimelineSemaphoreSubmitInfo ti({}, signal);
+  const vk::CommandBuffer cmd = *cb;
+  vk::SubmitInfo si({}, {}, cmd, sem);
+  si.pNext = &ti;
+  queue.submit(si);
+  done.wait(signal);
 }
 
 void VulkanBackend::bind_chunk(Chunk& c) { c.set = make_set(c.buffer, y_dev_); }
@@ -173,15 +177,8 @@ double VulkanBackend::read_bandwidth(uint64_t bytes) {
         cb.dispatch(kGroups, 1, 1);
       }
       cb.end();
-      const uint64_t signal = compute_done_.next();
-      const vk::Semaphore sem = *compute_done_.semaphore();
-      vk::TimelineSemaphoreSubmitInfo ti({}, signal);
-      const vk::CommandBuffer cmd = *cb;
-      vk::SubmitInfo si({}, {}, cmd, sem);
-      si.pNext = &ti;
       const auto t0 = std::chrono::steady_clock::now();
-      device_.compute_queue().submit(si);
-      compute_done_.wait(signal);
+      submit_and_wait(device_.compute_queue(), cb, compute_done_);
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     run(1);  // first use: pipeline and memory warm

@@ -81,6 +81,8 @@ class VulkanBackend final : public GpuBackend {
   void flush();
   void upload(const uint8_t* src, uint64_t bytes, const Buffer& dst);
   void bind_chunk(Chunk& c);
+  // Submits cb (waiting on nothing), signals the next value of `done` and waits for it.
+  void submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb, Timeline& done);
   // A descriptor set of the product layout binding (w, the x io buffer, y).
   vk::raii::DescriptorSet make_set(const Buffer& w, const Buffer& y);
 
