@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compute/backend.h"
+#include "gpu/step.h"
 #include "quant/matmul.h"
 
 namespace moetier::gpu {
@@ -44,8 +45,9 @@ std::vector<DeviceInfo> list_devices();
 
 struct GpuOptions {
   int device = 0;           // index into list_devices()
-  // Enable the Khronos validation layer (also MOETIER_VULKAN_VALIDATION=1): every message it reports is printed on
-  // stderr and counted (GpuBackend::validation_errors). Throws when the layer is not installed.
+  // Enable the Khronos validation layer (also MOETIER_VULKAN_VALIDATION=1; =sync adds synchronization validation):
+  // every message it reports is printed on stderr and counted (GpuBackend::validation_errors). Throws when the
+  // layer is not installed.
   bool validation = false;
   int64_t max_cols = 0;     // widest product input (floats per activation row)
   int64_t max_rows = 0;     // most rows of one product (the output head: n_vocab)
@@ -78,6 +80,11 @@ class GpuBackend : public compute::Backend {
   virtual double read_bandwidth(uint64_t bytes) = 0;
   // Messages of severity error the validation layer reported so far (0 without validation).
   virtual uint64_t validation_errors() const = 0;
+  // The backend's device-resident step (gpu/step.h), made on first call, after the weights are placed; its
+  // products read the placed weights. Setup only.
+  virtual DeviceStep& step() = 0;
+  // Frees the step and its device memory (a model that could not set it up falls back to per-product offload).
+  virtual void release_step() = 0;
 };
 
 // Error messages the validation layer reported in this process so far, over every backend and instance (what a

@@ -60,6 +60,8 @@ class LlamaModel final : public DecoderModel {
     FfnWeights ffn;               // dense blocks only
   };
 
+  bool layers_are_shared_blocks() const override { return true; }
+
   void layer(int64_t il, float* x, int64_t pos0, int64_t n_tok, int32_t* routing) override {
     const Layer& l = layers_[static_cast<size_t>(il)];
     attention_block(il, x, l.attn_norm, attention_, l.attn, pos0, n_tok);

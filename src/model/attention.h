@@ -63,6 +63,7 @@ class Attention {
                int64_t n_tok, float* out, compute::Backend& be);
 
   const AttentionConfig& config() const { return cfg_; }
+  const Rope& rope() const { return rope_; }
 
  private:
   AttentionConfig cfg_;

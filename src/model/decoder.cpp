@@ -66,6 +66,58 @@ void DecoderModel::setup(const DecoderSizes& s) {
   xn_ = backend_->activations(static_cast<size_t>(B * D));
   tmp_ = backend_->activations(static_cast<size_t>(B * D));
   route_.assign(static_cast<size_t>(B * K), 0);
+  if (gpu_ != nullptr) info_.gpu += "; " + try_gpu_step(s);
+}
+
+std::string DecoderModel::try_gpu_step(const DecoderSizes& s) {
+  const char* per_product = "the other work of a step on the CPU, each GPU product a submission";
+  if (!gpu_whole_) return fmt::format("{} (the whole step runs on the GPU with every block and the output head: -ngl {})", per_product, hp_.n_layer + 1);
+  if (!layers_are_shared_blocks()) return fmt::format("{} (the GPU step does not have {}'s blocks yet)", per_product, info_.architecture);
+  if (opts_.kv_type != KvType::f16) return fmt::format("{} (the GPU step keeps an F16 KV cache: --kv-type f16)", per_product);
+  GpuBlockSizes gs;
+  gs.n_embd = hp_.n_embd;
+  gs.n_batch = info_.n_batch;
+  gs.n_layer = hp_.n_layer;
+  gs.n_seq = opts_.n_seq;
+  gs.n_ctx = info_.n_ctx;
+  gs.n_vocab = hp_.n_vocab;
+  gs.max_cols = std::max(s.max_cols, hp_.n_embd);
+  gs.kv_width = s.layer_kv_width.empty() ? std::vector<int64_t>(static_cast<size_t>(hp_.n_layer), s.kv_width)
+                                         : s.layer_kv_width;
+  gs.n_expert = info_.n_expert;
+  gs.n_expert_used = info_.n_expert_used;
+  gs.n_ff_exp = info_.n_moe_layers > 0 ? moe_.hparams().n_ff_exp : 0;
+  gs.norm_eps = hp_.norm_eps;
+  try {
+    gpu_blocks_ = std::make_unique<GpuBlocks>(gpu_->step(), gs);
+    // A dry pass over the layers notes the constants each block reads; the routed experts' biases are found in
+    // the file's stacked tensors.
+    gpu_blocks_->set_registering(true);
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+      layer(il, x_.host(), 0, 1, nullptr);
+      if (!moe_.is_moe(il)) continue;
+      for (const char* name : {"ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"}) {
+        const gguf::TensorInfo* t = file_.find(gguf::block_tensor(il, name));
+        if (t != nullptr && t->type == quant::GgmlType::F32) {
+          gpu_blocks_->register_constant({reinterpret_cast<const float*>(t->data), static_cast<size_t>(t->n_elements())});
+        }
+      }
+    }
+    gpu_blocks_->logits(out_norm_, output_, 0, 1, nullptr);
+    gpu_blocks_->set_registering(false);
+    gpu_blocks_->finish_setup();
+  } catch (const Error& e) {
+    gpu_blocks_.reset();
+    gpu_->release_step();
+    return fmt::format("{} (the step does not fit on the GPU: {})", per_product, e.what());
+  }
+  // The KV cache lives in device memory now; the host copy is never read.
+  std::vector<KvCache>().swap(kv_);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  return fmt::format("the whole step on the GPU ({:.1f} MiB of activations and KV cache in device memory; one "
+                     "submission per token{})",
+                     static_cast<double>(gpu_blocks_->bytes()) / kMiB,
+                     info_.n_moe_layers > 0 ? " and per MoE layer, whose routing the host reads" : "");
 }
 
 std::unique_ptr<compute::Backend> DecoderModel::with_gpu(std::unique_ptr<compute::Backend> cpu, int64_t max_cols,
@@ -106,6 +158,13 @@ std::unique_ptr<compute::Backend> DecoderModel::with_gpu(std::unique_ptr<compute
            e.what());
     }
   }
+  gpu_ = g.get();
+  cpu_ = cpu.get();
+  gpu_whole_ = plan.first_layer == 0 && plan.output && no_kernel == 0;
+  if (plan.expert_layers > 0) {
+    gpu_expert_first_ = plan.first_expert_block;
+    gpu_expert_last_ = plan.last_expert_block;
+  }
   info_.gpu = fmt::format("device {} {} ({}): {}; {:.1f} MiB of weights in device memory{}", dev.index, dev.name,
                           dev.type, plan.describe(req), static_cast<double>(g->placed_bytes()) / kMiB,
                           no_kernel > 0 ? fmt::format(" ({} tensors of types without a GPU kernel stay on the CPU)",
@@ -139,6 +198,7 @@ void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::sp
       for (int64_t i = 0; i < D; ++i) x[t * D + i] *= embd_scale_;
     }
   }
+  if (gpu_blocks_ != nullptr) gpu_blocks_->begin(x, n);
   for (int64_t il = 0; il < hp_.n_layer; ++il) {
     const int64_t m = moe_.ordinal(il);
     const bool record = m >= 0 && !routing.empty();
@@ -148,8 +208,12 @@ void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::sp
     }
   }
   const int64_t first = mode == LogitsMode::all ? 0 : n - 1;
-  rms_norm(x + first * D, out_norm_.data(), xn_.host(), rows, D, hp_.norm_eps);
-  backend_->matmul(output_, xn_.host(), logits.data(), rows);
+  if (gpu_blocks_ != nullptr) {
+    gpu_blocks_->logits(out_norm_, output_, first, rows, logits.data());
+  } else {
+    rms_norm(x + first * D, out_norm_.data(), xn_.host(), rows, D, hp_.norm_eps);
+    backend_->matmul(output_, xn_.host(), logits.data(), rows);
+  }
   if (logit_softcap_ > 0.0f) {
     // As the reference engine evaluates it: scale by the reciprocal, tanh, scale back.
     const float inv = 1.0f / logit_softcap_;
@@ -165,6 +229,7 @@ void DecoderModel::set_sequence(int seq) {
 
 void DecoderModel::attention_block(int64_t il, float* x, const std::vector<float>& norm, Attention& attn,
                                    const AttentionWeights& w, int64_t pos0, int64_t n_tok) {
+  if (gpu_blocks_ != nullptr) return gpu_blocks_->attention_block(il, seq_, norm, attn, w, pos0, n_tok);
   rms_norm(x, norm.data(), xn_.host(), n_tok, hp_.n_embd, hp_.norm_eps);
   attn.forward(w, kv_[static_cast<size_t>(seq_)], il, xn_.host(), pos0, n_tok, tmp_.host(), *backend_);
   add_residual(x, tmp_.host(), n_tok * hp_.n_embd);
@@ -172,12 +237,19 @@ void DecoderModel::attention_block(int64_t il, float* x, const std::vector<float
 
 void DecoderModel::ffn_block(float* x, const std::vector<float>& norm, DenseFfn& ffn, const FfnWeights& w,
                              int64_t n_tok) {
+  if (gpu_blocks_ != nullptr) return gpu_blocks_->ffn_block(norm, w, ffn.glu_config(), n_tok);
   rms_norm(x, norm.data(), xn_.host(), n_tok, hp_.n_embd, hp_.norm_eps);
   ffn.forward(w, xn_.host(), n_tok, tmp_.host(), *backend_);
   add_residual(x, tmp_.host(), n_tok * hp_.n_embd);
 }
 
 void DecoderModel::moe_block(int64_t il, float* x, const std::vector<float>& norm, int64_t n_tok, int32_t* routing) {
+  if (gpu_blocks_ != nullptr) {
+    if (il >= gpu_expert_first_ && il <= gpu_expert_last_) {
+      return gpu_blocks_->moe_block_gpu(il, norm, moe_, moe_.ffn().glu_config(), n_tok, routing);
+    }
+    return gpu_blocks_->moe_block_cpu(il, norm, moe_, n_tok, routing, *cpu_, xn_.host(), tmp_.host());
+  }
   rms_norm(x, norm.data(), xn_.host(), n_tok, hp_.n_embd, hp_.norm_eps);
   moe_.forward(il, xn_.host(), n_tok, tmp_.host(), routing, *backend_);
   add_residual(x, tmp_.host(), n_tok * hp_.n_embd);

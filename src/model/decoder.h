@@ -6,16 +6,19 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "compute/activations.h"
 #include "compute/backend.h"
 #include "gguf/gguf.h"
 #include "gguf/tensor_binder.h"
+#include "gpu/gpu.h"
 #include "model/arch_metadata.h"
 #include "model/attention.h"
 #include "model/common_hparams.h"
 #include "model/ffn.h"
+#include "model/gpu_blocks.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/moe_layers.h"
@@ -48,6 +51,10 @@ class DecoderModel : public Model {
   // Runs block `il` on the residual stream x[n_tok, n_embd] in place. `routing` is null or [n_tok,
   // n_expert_used] for the block's chosen experts (MoE blocks only).
   virtual void layer(int64_t il, float* x, int64_t pos0, int64_t n_tok, int32_t* routing) = 0;
+  // Whether layer() is made of attention_block, ffn_block and moe_block alone, touching x through them only:
+  // with every block and the output head on the GPU (-ngl above n_layer) the whole step then runs there
+  // (model/gpu_blocks.h), and x is not read or written on the host during it.
+  virtual bool layers_are_shared_blocks() const { return false; }
 
   // x[n] += y[n]: a block's output joins the residual stream.
   static void add_residual(float* x, const float* y, int64_t n) {
@@ -91,6 +98,14 @@ class DecoderModel : public Model {
   // joined to `cpu` for the rest; fills info_.gpu. max_cols and max_tok size the GPU's activation buffers.
   std::unique_ptr<compute::Backend> with_gpu(std::unique_ptr<compute::Backend> cpu, int64_t max_cols,
                                              int64_t max_tok);
+  // Moves the whole step onto the GPU when it can (every block and the output head placed, shared blocks, an F16
+  // KV cache); otherwise the reason it cannot, for the start log.
+  std::string try_gpu_step(const DecoderSizes& sizes);
+  gpu::GpuBackend* gpu_ = nullptr;         // inside backend_, with -ngl
+  compute::Backend* cpu_ = nullptr;        // inside backend_, with -ngl: the CPU experts' backend
+  int64_t gpu_expert_first_ = 0, gpu_expert_last_ = -1;  // the blocks whose routed experts are on the GPU
+  bool gpu_whole_ = false;                 // every block and the output head are on the GPU
+  std::unique_ptr<GpuBlocks> gpu_blocks_;  // the step on the GPU, when try_gpu_step succeeded
   std::vector<int32_t> route_;   // [n_batch, n_expert_used]: one MoE layer's routing
 };
 

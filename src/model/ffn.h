@@ -24,6 +24,7 @@ class DenseFfn {
   DenseFfn(int64_t n_ff, int64_t max_tok, GluConfig glu);
   // out[n_tok, n_embd] = FFN(x[n_tok, n_embd]).
   void forward(const FfnWeights& w, const float* x, int64_t n_tok, float* out, compute::Backend& be);
+  const GluConfig& glu_config() const { return glu_; }
 
  private:
   GluConfig glu_;

@@ -29,44 +29,14 @@ MoeFfn::MoeFfn(const RouterConfig& router, const GluConfig& glu, int64_t n_embd,
 
 void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& experts, const float* x,
                      const float* xr, int64_t n_tok, float* out, int32_t* routing, compute::Backend& be) {
-  const int64_t E = router_.n_expert, K = router_.n_expert_used, D = n_embd_;
+  const int64_t K = router_.n_expert_used, D = n_embd_;
   be.matmul(rw.gate_inp, xr != nullptr ? xr : x, logits_.data(), n_tok);
-  std::fill(count_.begin(), count_.end(), 0);
-  if (override_ != nullptr) {
-    override_->route(layer, n_tok, ids_.data(), weights_.data());
-    for (int64_t ts = 0; ts < n_tok * K; ++ts) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(ts)])];
-  } else {
-    for (int64_t t = 0; t < n_tok; ++t) {
-      float* lg = logits_.data() + t * E;
-      if (!rw.bias.empty()) {
-        for (int64_t e = 0; e < E; ++e) lg[e] += rw.bias[static_cast<size_t>(e)];
-      }
-      route(router_, lg, probs_.data(), ids_.data() + t * K, weights_.data() + t * K);
-      for (int64_t s = 0; s < K; ++s) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(t * K + s)])];
-    }
-  }
-  if (routing != nullptr) std::copy(ids_.begin(), ids_.begin() + n_tok * K, routing);
-
-  // Group (token, slot) pairs by expert: counting sort keeps tokens in order within an expert.
-  int32_t n_chosen = 0, offset = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    start_[static_cast<size_t>(e)] = offset;
-    offset += count_[static_cast<size_t>(e)];
-    if (count_[static_cast<size_t>(e)] > 0) chosen_[static_cast<size_t>(n_chosen++)] = static_cast<int32_t>(e);
-    count_[static_cast<size_t>(e)] = 0;
-  }
-  for (int64_t ts = 0; ts < n_tok * K; ++ts) {
-    const auto e = static_cast<size_t>(ids_[static_cast<size_t>(ts)]);
-    const int32_t p = start_[e] + count_[e]++;
-    slots_[static_cast<size_t>(p)] = static_cast<int32_t>(ts);
-    pos_[static_cast<size_t>(ts)] = p;
-  }
-
+  route_batch(layer, rw, logits_.data(), n_tok, routing);
   x_ = x;
   rw_ = &rw;
   n_tok_ = n_tok;
   be_ = &be;
-  experts.fetch(layer, std::span<const int32_t>(chosen_.data(), static_cast<size_t>(n_chosen)), *this);
+  experts.fetch(layer, chosen(), *this);
 
   const auto slot_out = [&](int64_t ts) { return per_slot_.data() + pos_[static_cast<size_t>(ts)] * D; };
   for (int64_t t = 0; t < n_tok; ++t) {
@@ -76,6 +46,41 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
       const float* p = slot_out(t * K + s);
       for (int64_t i = 0; i < D; ++i) o[i] += p[i];
     }
+  }
+}
+
+void MoeFfn::route_batch(int64_t layer, const RouterWeights& rw, float* lg, int64_t n_tok, int32_t* routing) {
+  const int64_t E = router_.n_expert, K = router_.n_expert_used;
+  std::fill(count_.begin(), count_.end(), 0);
+  if (override_ != nullptr) {
+    override_->route(layer, n_tok, ids_.data(), weights_.data());
+    for (int64_t ts = 0; ts < n_tok * K; ++ts) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(ts)])];
+  } else {
+    for (int64_t t = 0; t < n_tok; ++t) {
+      float* l = lg + t * E;
+      if (!rw.bias.empty()) {
+        for (int64_t e = 0; e < E; ++e) l[e] += rw.bias[static_cast<size_t>(e)];
+      }
+      route(router_, l, probs_.data(), ids_.data() + t * K, weights_.data() + t * K);
+      for (int64_t s = 0; s < K; ++s) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(t * K + s)])];
+    }
+  }
+  if (routing != nullptr) std::copy(ids_.begin(), ids_.begin() + n_tok * K, routing);
+
+  // Group (token, slot) pairs by expert: counting sort keeps tokens in order within an expert.
+  int32_t offset = 0;
+  n_chosen_ = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    start_[static_cast<size_t>(e)] = offset;
+    offset += count_[static_cast<size_t>(e)];
+    if (count_[static_cast<size_t>(e)] > 0) chosen_[static_cast<size_t>(n_chosen_++)] = static_cast<int32_t>(e);
+    count_[static_cast<size_t>(e)] = 0;
+  }
+  for (int64_t ts = 0; ts < n_tok * K; ++ts) {
+    const auto e = static_cast<size_t>(ids_[static_cast<size_t>(ts)]);
+    const int32_t p = start_[e] + count_[e]++;
+    slots_[static_cast<size_t>(p)] = static_cast<int32_t>(ts);
+    pos_[static_cast<size_t>(ts)] = p;
   }
 }
 

@@ -41,6 +41,23 @@ class MoeFfn final : private moe::ExpertConsumer {
                int64_t n_tok, float* out, int32_t* routing, compute::Backend& be);
 
   const RouterConfig& router() const { return router_; }
+  const GluConfig& glu_config() const { return glu_; }
+
+  // The routing half of forward(), for a block whose products run elsewhere (model/gpu_blocks.h): from the router
+  // logits lg[n_tok, n_expert] (the bias is added in place) or the routing override, the chosen experts and their
+  // weights, grouped by expert as below. routing as in forward().
+  void route_batch(int64_t layer, const RouterWeights& rw, float* lg, int64_t n_tok, int32_t* routing);
+  // After route_batch: the distinct experts chosen, ascending; expert e's (token, slot) pairs are positions
+  // start(e) .. start(e) + count(e) - 1 of the grouped order, tokens ascending; slot(p) = token * n_expert_used +
+  // s of position p, position(ts) its inverse, weight(ts) the mixing weight of (token, slot) ts.
+  std::span<const int32_t> chosen() const { return {chosen_.data(), static_cast<size_t>(n_chosen_)}; }
+  int32_t start(int32_t e) const { return start_[static_cast<size_t>(e)]; }
+  int32_t count(int32_t e) const { return count_[static_cast<size_t>(e)]; }
+  int32_t slot(int64_t p) const { return slots_[static_cast<size_t>(p)]; }
+  int32_t position(int64_t ts) const { return pos_[static_cast<size_t>(ts)]; }
+  float weight(int64_t ts) const { return weights_[static_cast<size_t>(ts)]; }
+  // The router logits buffer [max_tok, n_expert], for a caller of route_batch to fill.
+  float* logits() { return logits_.data(); }
   // Routes through `o` instead of the router from now on (null: the router). `o` must outlive the block.
   void set_routing_override(RoutingOverride* o) { override_ = o; }
 
@@ -60,6 +77,7 @@ class MoeFfn final : private moe::ExpertConsumer {
   std::vector<int32_t> slots_;   // [max_tok * n_expert_used]: position -> token * n_expert_used + slot
   std::vector<int32_t> pos_;     // [max_tok * n_expert_used]: token * n_expert_used + slot -> position
   std::vector<int32_t> chosen_;  // [n_expert]: distinct experts of this batch
+  int32_t n_chosen_ = 0;         // of them
   // [max_tok * n_expert_used, n_embd]: input row per position (for experts that not all tokens chose)
   std::vector<float> xg_;
   std::vector<float> gate_;      // [max_tok * n_expert_used, n_ff]: gate projection per position, then the GLU output

@@ -80,6 +80,11 @@ class MoeLayers {
   void forward(int64_t il, const float* xn, int64_t n_tok, float* out, int32_t* routing, compute::Backend& be,
                const float* xr = nullptr);
 
+  // The pieces of MoE block il (is_moe(il)) for a block that runs its products elsewhere (model/gpu_blocks.h).
+  const RouterWeights& router(int64_t il) const { return routers_[static_cast<size_t>(ordinal(il))]; }
+  MoeFfn& ffn() { return ffn_; }
+  moe::ExpertSource& experts() { return *experts_; }
+
  private:
   MoeHparams hp_;
   std::vector<int64_t> ordinal_;       // [n_layer]: MoE ordinal of each block, -1 when dense

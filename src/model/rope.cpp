@@ -33,22 +33,34 @@ Rope::Rope(const RopeConfig& cfg) : cfg_(cfg) {
   }
 }
 
+std::pair<float, float> Rope::rotation(int64_t i, float theta_extrap) const {
+  // The pair's unscaled angle: ggml divides by the frequency factor before YaRN.
+  const float te = cfg_.freq_factors.empty() ? theta_extrap : theta_extrap / cfg_.freq_factors[static_cast<size_t>(i)];
+  float theta = freq_scale_ * te;
+  if (ext_factor_ != 0.0f) {
+    const float y = (static_cast<float>(i) - corr_lo_) / std::max(0.001f, corr_hi_ - corr_lo_);
+    const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * ext_factor_;
+    theta = theta * (1.0f - ramp) + te * ramp;
+  }
+  return {std::cos(theta) * mscale_, std::sin(theta) * mscale_};
+}
+
+void Rope::table(int64_t pos, float* cs) const {
+  // theta is advanced by repeated multiplication, as ggml does (and apply() does), so angles agree to the last bit.
+  float theta_extrap = static_cast<float>(pos);
+  for (int64_t i = 0; i < cfg_.n_rot / 2; ++i) {
+    const auto [c, s] = rotation(i, theta_extrap);
+    cs[2 * i] = c;
+    cs[2 * i + 1] = s;
+    theta_extrap *= theta_scale_;
+  }
+}
+
 void Rope::apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos) const {
   const int64_t half = cfg_.n_rot / 2;
-  // theta is advanced by repeated multiplication, as ggml does, so angles agree to the last bit or two.
   float theta_extrap = static_cast<float>(pos);
-  const float* ff = cfg_.freq_factors.empty() ? nullptr : cfg_.freq_factors.data();
   for (int64_t i = 0; i < half; ++i) {
-    // The pair's unscaled angle: ggml divides by the frequency factor before YaRN.
-    const float te = ff != nullptr ? theta_extrap / ff[i] : theta_extrap;
-    float theta = freq_scale_ * te;
-    if (ext_factor_ != 0.0f) {
-      const float y = (static_cast<float>(i) - corr_lo_) / std::max(0.001f, corr_hi_ - corr_lo_);
-      const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * ext_factor_;
-      theta = theta * (1.0f - ramp) + te * ramp;
-    }
-    const float c = std::cos(theta) * mscale_;
-    const float s = std::sin(theta) * mscale_;
+    const auto [c, s] = rotation(i, theta_extrap);
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + h * head_dim;
       const int64_t a = cfg_.style == RopeStyle::normal ? 2 * i : i;

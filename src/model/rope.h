@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace moetier::model {
@@ -46,9 +47,14 @@ class Rope {
   explicit Rope(const RopeConfig& cfg);
   // Rotates x [n_heads, head_dim] in place for position `pos`.
   void apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos) const;
+  // cs[n_rot / 2, 2]: the (cos, sin) apply() rotates pair i by at position `pos`, mscale included (what a GPU
+  // step's RoPE kernel reads, so that both rotate by the same numbers).
+  void table(int64_t pos, float* cs) const;
   const RopeConfig& config() const { return cfg_; }
 
  private:
+  // (cos, sin) * mscale of pair i whose unscaled angle is theta_extrap (pos * base^(-2i/n_rot)).
+  std::pair<float, float> rotation(int64_t i, float theta_extrap) const;
   RopeConfig cfg_;
   float theta_scale_ = 1.0f;  // base^(-2/n_rot)
   float freq_scale_ = 1.0f;

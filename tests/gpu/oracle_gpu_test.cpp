@@ -2,7 +2,9 @@
 // -ngl 99 (every block and the output head) and, for the MoE models, with the experts of the first two blocks on
 // the CPU (--n-cpu-moe 2, the hybrid split; a 2-block model then keeps all its experts on the CPU). Held to the
 // tolerances of ../shared/oracle/README.md as the CPU run is (the GPU rounds activations as the CPU does), and a
-// fixed placement is deterministic: the same prompt twice gives bit-identical logits.
+// fixed placement is deterministic: the same prompt twice gives bit-identical logits. The architectures built from
+// the shared blocks (llama, mixtral, qwen3moe, gpt-oss) run the whole step on the GPU (model/gpu_blocks.h): one
+// submission per token and per MoE layer; the others run their products there one submission each.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -41,8 +43,8 @@ std::vector<GpuCase> gpu_cases() {
 
 class OracleGpuTest : public ::testing::TestWithParam<GpuCase> {
  protected:
-  // The validation layer on for every backend the models open (gpu::GpuOptions::validation).
-  void SetUp() override { setenv("MOETIER_VULKAN_VALIDATION", "1", 1); }
+  // The validation layer, with synchronization validation, on for every backend the models open.
+  void SetUp() override { setenv("MOETIER_VULKAN_VALIDATION", "sync", 1); }
 };
 
 TEST_P(OracleGpuTest, TeacherForcedMatchesReference) {
@@ -65,6 +67,9 @@ TEST_P(OracleGpuTest, TeacherForcedMatchesReference) {
                                     : std::string("no routed experts");
     EXPECT_NE(info.gpu.find(experts), std::string::npos) << info.gpu;
   }
+  const bool whole_step = info.architecture == "llama" || info.architecture == "qwen3moe" ||
+                          info.architecture == "gpt-oss";
+  EXPECT_EQ(info.gpu.find("the whole step on the GPU") != std::string::npos, whole_step) << info.gpu;
   const std::vector<test::OracleCase> cases = test::run_oracle_cases(*model, test::reference_for(gc.model));
   ASSERT_EQ(cases.size(), 3u) << "expected p1, p2 and plong references for " << gc.model;
   for (const test::OracleCase& c : cases) {
@@ -84,6 +89,15 @@ TEST_P(OracleGpuTest, TeacherForcedMatchesReference) {
   const compute::BackendCounters counters = model->backend_counters();
   EXPECT_GE(counters.submissions, static_cast<uint64_t>(cases.size())) << gc.model;
   EXPECT_GT(counters.dispatches, counters.submissions) << gc.model;
+  if (whole_step) {
+    // One decode step: a submission for the logits and one per MoE layer (its routing, or its CPU experts' input).
+    std::vector<float> logits(static_cast<size_t>(info.n_vocab));
+    const int32_t token = p1.tokens.front();
+    model->forward({&token, 1}, static_cast<int64_t>(p1.tokens.size()), logits, LogitsMode::last, {});
+    EXPECT_EQ(model->backend_counters().submissions - counters.submissions,
+              static_cast<uint64_t>(info.n_moe_layers + 1))
+        << gc.model;
+  }
   const test::OracleTotals t = test::oracle_totals(cases);
   if (const char* problem = test::reference_problem(gc.model))
     GTEST_SKIP() << gc.model << ": mean rel " << t.mean_rel << " not judged: " << problem;

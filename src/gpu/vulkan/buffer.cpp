@@ -15,14 +15,22 @@ Buffer::Buffer(const Device& device, uint64_t bytes, BufferKind kind, const char
                           families);
   buffer_ = vk::raii::Buffer(device.get(), ci);
   const vk::MemoryRequirements req = buffer_.getMemoryRequirements();
-  const auto flags = kind == BufferKind::device_local
-                         ? vk::MemoryPropertyFlags(vk::MemoryPropertyFlagBits::eDeviceLocal)
-                         : vk::MemoryPropertyFlagBits::eHostVisible | vk::MemoryPropertyFlagBits::eHostCoherent;
-  memory_ = vk::raii::DeviceMemory(device.get(), vk::MemoryAllocateInfo(req.size, device.memory_type(req.memoryTypeBits, flags)));
+  using M = vk::MemoryPropertyFlagBits;
+  const vk::MemoryPropertyFlags host = M::eHostVisible | M::eHostCoherent;
+  uint32_t type = 0;
+  if (kind == BufferKind::device_local) {
+    type = device.memory_type(req.memoryTypeBits, M::eDeviceLocal);
+  } else if (kind == BufferKind::readback && device.has_memory_type(req.memoryTypeBits, host | M::eHostCached)) {
+    type = device.memory_type(req.memoryTypeBits, host | M::eHostCached);
+  } else {
+    type = device.memory_type(req.memoryTypeBits, host);
+  }
+  counted_ = CountedAllocation(device);
+  memory_ = vk::raii::DeviceMemory(device.get(), vk::MemoryAllocateInfo(req.size, type));
   buffer_.bindMemory(*memory_, 0);
-  if (kind == BufferKind::staging) mapped_ = static_cast<uint8_t*>(memory_.mapMemory(0, VK_WHOLE_SIZE));
+  if (kind != BufferKind::device_local) mapped_ = static_cast<uint8_t*>(memory_.mapMemory(0, VK_WHOLE_SIZE));
 } catch (const vk::SystemError& e) {
-  fail("Vulkan: cannot allocate {} bytes of {} memory for {} on {} ({})", bytes, kind == BufferKind::staging ? "staging" : "device-local",
+  fail("Vulkan: cannot allocate {} bytes of {} memory for {} on {} ({})", bytes, kind == BufferKind::device_local ? "device-local" : "host-visible",
        what, device.info().name, e.what());
 }
 

@@ -24,6 +24,11 @@ bool env_validation() {
   return v != nullptr && std::string_view(v) != "" && std::string_view(v) != "0";
 }
 
+bool env_sync_validation() {
+  const char* v = std::getenv("MOETIER_VULKAN_VALIDATION");
+  return v != nullptr && std::string_view(v) == "sync";
+}
+
 const char* type_name(vk::PhysicalDeviceType t) {
   switch (t) {
     case vk::PhysicalDeviceType::eDiscreteGpu: return "discrete";
@@ -38,7 +43,9 @@ const char* type_name(vk::PhysicalDeviceType t) {
 
 Instance::Instance(bool validation) try {
   validation = validation || env_validation();
-  vk::ApplicationInfo app("moetier", 1, "moetier", 1, VK_API_VERSION_1_2);
+  // The highest version moetier knows: a device's features of Vulkan 1.3 (integer dot products) may then be queried
+  // through VkPhysicalDeviceVulkan13Features; moetier itself needs 1.2 (the loader accepts any version since 1.1).
+  vk::ApplicationInfo app("moetier", 1, "moetier", 1, VK_API_VERSION_1_3);
   std::vector<const char*> layers;
   std::vector<const char*> extensions;
   if (validation) {
@@ -54,6 +61,11 @@ Instance::Instance(bool validation) try {
     extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
   }
   vk::InstanceCreateInfo ci({}, &app, layers, extensions);
+  // MOETIER_VULKAN_VALIDATION=sync adds the layer's synchronization validation: a missing barrier is an error.
+  sync_validation_ = validation && env_sync_validation();
+  const vk::ValidationFeatureEnableEXT sync = vk::ValidationFeatureEnableEXT::eSynchronizationValidation;
+  const vk::ValidationFeaturesEXT features(sync, {});
+  if (sync_validation_) ci.pNext = &features;
   instance_ = vk::raii::Instance(context_, ci);
   if (validation) {
     using S = vk::DebugUtilsMessageSeverityFlagBitsEXT;
@@ -147,6 +159,7 @@ Device::Device(const Instance& instance, int index) try {
   }
   physical_ = std::move(devices[static_cast<size_t>(index)]);
   info_ = describe(physical_, index);
+  max_allocations_ = physical_.getProperties().limits.maxMemoryAllocationCount;
   if (!info_.usable) {
     fail("Vulkan device {} ({}) lacks Vulkan 1.2 timeline semaphores, which moetier needs", index, info_.name);
   }
@@ -187,6 +200,23 @@ Device::Device(const Instance& instance, int index) try {
 std::vector<uint32_t> Device::families() const {
   if (transfer_family_ == compute_family_) return {compute_family_};
   return {compute_family_, transfer_family_};
+}
+
+void Device::add_allocation() const {
+  if (allocations_ >= max_allocations_) {
+    fail("Vulkan device {} ({}) allows at most {} memory allocations and moetier would need more (one per placed "
+         "weight tensor chunk, KV cache and staging buffer); lower -ngl, -c or --parallel",
+         info_.index, info_.name, max_allocations_);
+  }
+  ++allocations_;
+}
+
+bool Device::has_memory_type(uint32_t type_bits, vk::MemoryPropertyFlags flags) const {
+  const auto mp = physical_.getMemoryProperties();
+  for (uint32_t i = 0; i < mp.memoryTypeCount; ++i) {
+    if ((type_bits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & flags) == flags) return true;
+  }
+  return false;
 }
 
 uint32_t Device::memory_type(uint32_t type_bits, vk::MemoryPropertyFlags flags) const {

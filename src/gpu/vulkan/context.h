@@ -26,6 +26,8 @@ class Instance {
   const vk::raii::Instance& get() const { return instance_; }
   std::vector<vk::raii::PhysicalDevice> physical_devices() const;
   uint64_t validation_errors() const { return errors_; }
+  // Whether the layer also checks synchronization (MOETIER_VULKAN_VALIDATION=sync).
+  bool sync_validation() const { return sync_validation_; }
 
  private:
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -34,6 +36,7 @@ class Instance {
   vk::raii::Context context_;
   vk::raii::Instance instance_{nullptr};
   vk::raii::DebugUtilsMessengerEXT messenger_{nullptr};
+  bool sync_validation_ = false;
   uint64_t errors_ = 0;  // written by on_message (the calling thread: the validation layer reports synchronously)
 };
 
@@ -61,6 +64,11 @@ class Device {
   std::vector<uint32_t> families() const;
   // A memory type index with `flags` among `type_bits`; throws moetier::Error when there is none.
   uint32_t memory_type(uint32_t type_bits, vk::MemoryPropertyFlags flags) const;
+  bool has_memory_type(uint32_t type_bits, vk::MemoryPropertyFlags flags) const;
+  // Counts a memory allocation against maxMemoryAllocationCount (4096 on some drivers: one per placed weight
+  // chunk, KV cache and staging buffer); throws moetier::Error naming the limit when it is reached.
+  void add_allocation() const;
+  void remove_allocation() const { --allocations_; }
 
  private:
   vk::raii::PhysicalDevice physical_{nullptr};
@@ -70,6 +78,8 @@ class Device {
   vk::raii::Device device_{nullptr};
   vk::raii::Queue compute_{nullptr};
   vk::raii::Queue transfer_{nullptr};
+  uint32_t max_allocations_ = 4096;  // VkPhysicalDeviceLimits::maxMemoryAllocationCount
+  mutable uint32_t allocations_ = 0;  // live buffers' memory (the backend's thread only)
 };
 
 // A timeline semaphore and the value last signalled on it: submit() signals next(), wait() blocks the host until

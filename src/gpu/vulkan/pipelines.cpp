@@ -17,7 +17,8 @@ Pipelines::Pipelines(const Device& device) : device_(&device) {
                                                  vk::ShaderStageFlagBits::eCompute);
   }
   set_layout_ = vk::raii::DescriptorSetLayout(device.get(), vk::DescriptorSetLayoutCreateInfo({}, bindings));
-  const vk::PushConstantRange push(vk::ShaderStageFlagBits::eCompute, 0, sizeof(ProductPush));
+  const vk::PushConstantRange push(vk::ShaderStageFlagBits::eCompute, 0, kPushBytes);
+  static_assert(sizeof(ProductPush) <= kPushBytes);
   const vk::DescriptorSetLayout sl = *set_layout_;
   layout_ = vk::raii::PipelineLayout(device.get(), vk::PipelineLayoutCreateInfo({}, sl, push));
 }
@@ -54,6 +55,13 @@ const vk::raii::Pipeline& Pipelines::product(quant::GgmlType t) {
 const vk::raii::Pipeline& Pipelines::read() {
   if (!*read_) read_ = build(spirv("read"), "read-bandwidth");
   return read_;
+}
+
+const vk::raii::Pipeline& Pipelines::op(std::string_view name) {
+  if (auto it = ops_.find(name); it != ops_.end()) return it->second;
+  const auto code = spirv(name);
+  if (code.empty()) fail("the Vulkan backend has no {} kernel", name);
+  return ops_.emplace(std::string(name), build(code, name)).first->second;
 }
 
 }  // namespace moetier::gpu::vk_impl

@@ -1,10 +1,12 @@
-// The compute pipelines and their shared layout: every product shader binds (W, X, Y) as storage buffers 0-2 of
-// set 0 and takes ProductPush as push constants (src/gpu/shaders/matmul.comp).
+// The compute pipelines and their shared layout: every shader binds up to three storage buffers 0-2 of set 0 (a
+// product: W, X, Y, src/gpu/shaders/matmul.comp; the step's kernels: a KV cache, the arena) and takes at most
+// kPushBytes of push constants (ProductPush for a product; each kernel's own in gpu/vulkan/vulkan_step.cpp).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include <vulkan/vulkan_raii.hpp>
@@ -41,6 +43,9 @@ class Pipelines {
     return 64 / lanes;
   }
 
+  // The push-constant range of the layout: the least every device supports (maxPushConstantsSize >= 128).
+  static constexpr uint32_t kPushBytes = 128;
+
   explicit Pipelines(const Device& device);
   const vk::raii::DescriptorSetLayout& set_layout() const { return set_layout_; }
   const vk::raii::PipelineLayout& layout() const { return layout_; }
@@ -52,6 +57,8 @@ class Pipelines {
   // read.comp (the read-bandwidth kernel, kReadGroupSize invocations per workgroup), built on first use.
   const vk::raii::Pipeline& read();
   static constexpr uint32_t kReadGroupSize = 256;
+  // The step's kernel `name` (src/gpu/shaders/<name>.comp), built on first use.
+  const vk::raii::Pipeline& op(std::string_view name);
 
  private:
   const Device* device_;
@@ -59,6 +66,7 @@ class Pipelines {
   vk::raii::PipelineLayout layout_{nullptr};
   std::map<quant::GgmlType, vk::raii::Pipeline> products_;
   vk::raii::Pipeline read_{nullptr};
+  std::map<std::string, vk::raii::Pipeline, std::less<>> ops_;
   vk::raii::Pipeline build(std::span<const uint32_t> code, std::string_view what) const;
 };
 

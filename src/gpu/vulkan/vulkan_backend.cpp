@@ -52,7 +52,7 @@ VulkanBackend::VulkanBackend(const GpuOptions& o)
     x_dev_ = Buffer(device_, x_cap_ * sizeof(float), BufferKind::device_local, "the product inputs");
     y_dev_ = Buffer(device_, y_cap_ * sizeof(float), BufferKind::device_local, "the product outputs");
     x_stage_ = Buffer(device_, x_cap_ * sizeof(float), BufferKind::staging, "the product inputs");
-    y_stage_ = Buffer(device_, y_cap_ * sizeof(float), BufferKind::staging, "the product outputs");
+    y_stage_ = Buffer(device_, y_cap_ * sizeof(float), BufferKind::readback, "the product outputs");
     compute_pool_ = vk::raii::CommandPool(
         device_.get(),
         vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer, device_.compute_family()));
@@ -120,9 +120,17 @@ void VulkanBackend::submit_and_wait(const vk::raii::Queue& queue, const vk::raii
   done.wait(signal);
 }
 
-void VulkanBackend::bind_chunk(Chunk& c) { c.set = make_set(c.buffer, y_dev_); }
+void VulkanBackend::bind_chunk(Chunk& c) {
+  if (step_ != nullptr) fail("GPU backend: weights placed after the device step was made");
+  c.set = make_set(c.buffer, x_dev_, y_dev_);
+}
 
-vk::raii::DescriptorSet VulkanBackend::make_set(const Buffer& w, const Buffer& y) {
+DeviceStep& VulkanBackend::step() {
+  if (step_ == nullptr) step_ = std::make_unique<VulkanStep>(*this);
+  return *step_;
+}
+
+vk::raii::DescriptorSet VulkanBackend::make_set(const Buffer& b0, const Buffer& b1, const Buffer& b2) {
   if (sets_left_ == 0) {
     const vk::DescriptorPoolSize size(vk::DescriptorType::eStorageBuffer, 3 * kSetsPerPool);
     descriptor_pools_.emplace_back(
@@ -135,7 +143,7 @@ vk::raii::DescriptorSet VulkanBackend::make_set(const Buffer& w, const Buffer& y
       vk::raii::DescriptorSets(device_.get(), vk::DescriptorSetAllocateInfo(*descriptor_pools_.back(), layout))[0]);
   --sets_left_;
   const vk::DescriptorBufferInfo infos[3] = {
-      {*w.get(), 0, VK_WHOLE_SIZE}, {*x_dev_.get(), 0, VK_WHOLE_SIZE}, {*y.get(), 0, VK_WHOLE_SIZE}};
+      {*b0.get(), 0, VK_WHOLE_SIZE}, {*b1.get(), 0, VK_WHOLE_SIZE}, {*b2.get(), 0, VK_WHOLE_SIZE}};
   vk::WriteDescriptorSet writes[3];
   for (uint32_t i = 0; i < 3; ++i) writes[i] = vk::WriteDescriptorSet(*set, i, 0, vk::DescriptorType::eStorageBuffer, {}, infos[i]);
   device_.get().updateDescriptorSets(writes, {});
@@ -152,7 +160,7 @@ double VulkanBackend::read_bandwidth(uint64_t bytes) {
     Buffer src(device_, bytes, BufferKind::device_local, "the bandwidth test");
     Buffer dst(device_, uint64_t{kGroups} * Pipelines::kReadGroupSize * sizeof(uint32_t), BufferKind::device_local,
                "the bandwidth test");
-    const vk::raii::DescriptorSet set = make_set(src, dst);
+    const vk::raii::DescriptorSet set = make_set(src, x_dev_, dst);
     const vk::Pipeline pipeline = *pipelines_.read();
     ProductPush push;
     push.rows = words;

@@ -14,6 +14,7 @@
 #include "gpu/vulkan/buffer.h"
 #include "gpu/vulkan/context.h"
 #include "gpu/vulkan/pipelines.h"
+#include "gpu/vulkan/vulkan_step.h"
 
 namespace moetier::gpu::vk_impl {
 
@@ -36,14 +37,18 @@ class VulkanBackend final : public GpuBackend {
   uint64_t validation_errors() const override { return instance_.validation_errors(); }
   compute::BackendCounters counters() const override { return counters_; }
   double read_bandwidth(uint64_t bytes) override;
+  DeviceStep& step() override;
+  void release_step() override { step_.reset(); }
 
  private:
+  friend class VulkanStep;  // records into this backend's queue, over its placed weights and pipelines
   // Rows [row0, row0 + rows) of a placed matrix in one device buffer, bound with the io buffers.
   struct Chunk {
     int64_t row0 = 0;
     int64_t rows = 0;
     Buffer buffer;
-    vk::raii::DescriptorSet set{nullptr};
+    vk::raii::DescriptorSet set{nullptr};       // (the chunk, x_dev_, y_dev_): products of host activations
+    vk::raii::DescriptorSet step_set{nullptr};  // (the chunk, the step's arena twice): products of the step
   };
   struct Placed {
     const uint8_t* host = nullptr;  // the placed matrix in host memory (the key of placed_)
@@ -83,8 +88,8 @@ class VulkanBackend final : public GpuBackend {
   void bind_chunk(Chunk& c);
   // Submits cb (waiting on nothing), signals the next value of `done` and waits for it.
   void submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb, Timeline& done);
-  // A descriptor set of the product layout binding (w, the x io buffer, y).
-  vk::raii::DescriptorSet make_set(const Buffer& w, const Buffer& y);
+  // A descriptor set of the kernels' layout binding b0, b1, b2 (a product's W, X, Y).
+  vk::raii::DescriptorSet make_set(const Buffer& b0, const Buffer& b1, const Buffer& b2);
 
   GpuOptions opts_;
   compute::BackendCounters counters_;
@@ -110,6 +115,7 @@ class VulkanBackend final : public GpuBackend {
   std::vector<Readback> reads_;
   size_t x_used_ = 0;
   size_t y_used_ = 0;
+  std::unique_ptr<VulkanStep> step_;  // made by step()
 };
 
 }  // namespace moetier::gpu::vk_impl

@@ -1,0 +1,89 @@
+// dst = x rounded as the CPU rounds a product's activations for the weight type (quant/matmul.cpp,
+// round_activations_like_ggml): mode 1 binary16, 2 bfloat16 (one invocation per element); 3 ggml's Q8_0 grid
+// (blocks of 32: scale amax / 127 rounded to bfloat16, quants clamped to +-127), 4 ggml's Q8_K grid (blocks of
+// 256: scale max / -127 with max the element of largest magnitude, quants clamped to 127 from above): one
+// invocation per block.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "ops.glsl"
+
+layout(push_constant) uniform Push {
+  uint n;     // elements (a multiple of the block for modes 3 and 4)
+  uint mode;
+  uint x_off;
+  uint y_off;
+} p;
+
+// Round to nearest even at bfloat16 (quant/fp16.h, fp32_to_bf16), NaN kept quiet.
+float to_bf16(float f) {
+  uint x = floatBitsToUint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uintBitsToFloat((x | 0x00400000u) & 0xffff0000u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return uintBitsToFloat(x & 0xffff0000u);
+}
+
+// a / b rounded to nearest even, as the CPU's IEEE division rounds it: Vulkan lets OpFDiv be 2.5 ulp off (lavapipe's
+// is a * (1 / b), 1 ulp off in ~15% of Q8_K blocks), and the grids must be the CPU's to the bit. The quotient of the
+// 24-bit significands by restoring long division in 32-bit integers. For finite nonzero normal a and b with a
+// normal quotient (every scale below but the degenerate); other inputs fall back to a / b.
+float div_rn(float a, float b) {
+  const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b);
+  const int ea = int((ua >> 23) & 0xffu), eb = int((ub >> 23) & 0xffu);
+  if (ea == 0 || eb == 0 || ea == 255 || eb == 255) return a / b;
+  uint ma = (ua & 0x7fffffu) | 0x800000u;
+  const uint mb = (ub & 0x7fffffu) | 0x800000u;
+  int e = ea - eb + 127;  // biased exponent of the quotient for ma >= mb
+  if (ma < mb) {
+    ma <<= 1;
+    e -= 1;
+  }
+  // q = floor(ma / mb * 2^23) in [2^23, 2^24); r ends as twice the remainder (r < 2 mb <= 2^25 throughout).
+  uint q = 0u, r = ma;
+  for (int i = 0; i < 24; ++i) {
+    const bool bit = r >= mb;
+    if (bit) r -= mb;
+    q = (q << 1) | (bit ? 1u : 0u);
+    r <<= 1;
+  }
+  if (r > mb || (r == mb && (q & 1u) == 1u)) {
+    q += 1u;
+    if (q == 0x1000000u) {
+      q = 0x800000u;
+      e += 1;
+    }
+  }
+  if (e <= 0 || e >= 255) return a / b;  // a subnormal or infinite quotient
+  return uintBitsToFloat(((ua ^ ub) & 0x80000000u) | (uint(e) << 23) | (q & 0x7fffffu));
+}
+
+void main() {
+  const uint id = flat_id();
+  if (p.mode == 1u || p.mode == 2u) {
+    if (id >= p.n) return;
+    const float v = A[p.x_off + id];
+    A[p.y_off + id] = p.mode == 1u ? unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x : to_bf16(v);
+    return;
+  }
+  const uint qk = p.mode == 3u ? 32u : 256u;
+  if (id >= p.n / qk) return;
+  const uint x0 = p.x_off + id * qk, y0 = p.y_off + id * qk;
+  float amax = 0.0, mx = 0.0;
+  for (uint j = 0u; j < qk; ++j) {
+    const float ax = abs(A[x0 + j]);
+    if (ax > amax) {
+      amax = ax;
+      mx = A[x0 + j];
+    }
+  }
+  if (p.mode == 3u) {
+    const float d = to_bf16(div_rn(amax, 127.0));
+    const float id_ = d != 0.0 ? div_rn(1.0, d) : 0.0;
+    for (uint j = 0u; j < qk; ++j) A[y0 + j] = d * clamp(roundEven(A[x0 + j] * id_), -127.0, 127.0);
+  } else if (amax == 0.0) {
+    for (uint j = 0u; j < qk; ++j) A[y0 + j] = 0.0;
+  } else {
+    const float iscale = div_rn(-127.0, mx);
+    const float d = div_rn(1.0, iscale);
+    for (uint j = 0u; j < qk; ++j) A[y0 + j] = d * min(127.0, roundEven(iscale * A[x0 + j]));
+  }
+}

@@ -1,0 +1,388 @@
+#include "gpu/vulkan/vulkan_step.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "gpu/vulkan/vulkan_backend.h"
+#include "util/error.h"
+
+namespace moetier::gpu::vk_impl {
+
+namespace {
+
+constexpr uint32_t kNone = 0xffffffffu;  // an absent optional array in a kernel's push constants
+constexpr uint32_t kMaxGroupsX = 65535;  // maxComputeWorkGroupCount[0] is at least this on every device
+
+uint32_t u32(int64_t v) {
+  assert(v >= 0 && v <= static_cast<int64_t>(UINT32_MAX));
+  return static_cast<uint32_t>(v);
+}
+
+// The push constants of each kernel, in the order of its shader's Push block (src/gpu/shaders/<name>.comp).
+struct RmsNormPush {
+  uint32_t rows, n, x_off, w_off, y_off;
+  float eps;
+};
+struct RopePush {
+  uint32_t n_tok, n_heads, head_dim, half_rot, neox, x_off, table_off;
+};
+struct KvStorePush {
+  uint32_t n_tok, n_kv, pos0, n_ctx, k_off, v_off;
+};
+struct AttentionPush {
+  uint32_t n_head, n_head_kv, head_dim, pos0, n_ctx, window, q_off, o_off, sinks_off;
+  float scale;
+};
+struct GluPush {
+  uint32_t n, kind, g_off, u_off, h_off;
+  float alpha, limit;
+};
+struct AddPush {
+  uint32_t rows, n, y_off, a_off, broadcast;
+};
+struct RoundPush {
+  uint32_t n, mode, x_off, y_off;
+};
+struct CombinePush {
+  uint32_t n_tok, k, n, slots_off, table_off, out_off;
+};
+
+}  // namespace
+
+VulkanStep::VulkanStep(VulkanBackend& backend) : be_(backend) {
+  try {
+    pool_ = vk::raii::CommandPool(be_.device_.get(),
+                                  vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
+                                                            be_.device_.compute_family()));
+    cmd_ = std::move(vk::raii::CommandBuffers(
+        be_.device_.get(), vk::CommandBufferAllocateInfo(*pool_, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  } catch (const vk::SystemError& e) {
+    fail("Vulkan: cannot set up the device step on {} ({})", be_.device().name, e.what());
+  }
+  downloads_.reserve(64);
+  regions_.reserve(8192);
+}
+
+DevArray VulkanStep::alloc(int64_t n) {
+  assert(!ready_ && n >= 0);
+  // 16-byte alignment of every array: a vec4 load or a copy region never straddles two arrays' bytes.
+  const DevArray a{u32(static_cast<int64_t>(floats_)), u32(n)};
+  floats_ += (static_cast<uint64_t>(n) + 3) & ~uint64_t{3};
+  return a;
+}
+
+DevArray VulkanStep::constant(std::span<const float> v) {
+  for (const auto& [span, arr] : constants_) {
+    if (span.data() == v.data() && span.size() == v.size()) return arr;
+  }
+  const DevArray a = alloc(static_cast<int64_t>(v.size()));
+  constants_.emplace_back(v, a);
+  return a;
+}
+
+int VulkanStep::kv_cache(int64_t n_ctx, int64_t n_kv) {
+  assert(!ready_ && n_ctx > 0);
+  if (n_kv < 2 || n_kv % 2 != 0) fail("a GPU KV cache row holds an even number of elements, not {}", n_kv);
+  const uint64_t bytes = uint64_t{2} * static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(n_kv) * 2;
+  if (bytes > be_.device().max_storage_buffer_range) {
+    fail("a layer's KV cache of {} positions x {} elements needs {} bytes, more than the {} bytes one storage "
+         "buffer of {} may span; lower the context (-c)",
+         n_ctx, n_kv, bytes, be_.device().max_storage_buffer_range, be_.device().name);
+  }
+  Kv& kv = kv_.emplace_back();
+  kv.n_ctx = n_ctx;
+  kv.n_kv = n_kv;
+  kv.buffer = Buffer(be_.device_, bytes, BufferKind::device_local, "a KV cache");
+  return static_cast<int>(kv_.size() - 1);
+}
+
+void VulkanStep::finish_setup() {
+  assert(!ready_);
+  const uint64_t bytes = std::max<uint64_t>(floats_, 4) * sizeof(float);
+  if (bytes > be_.device().max_storage_buffer_range) {
+    fail("the GPU step's activations need {} bytes, more than the {} bytes one storage buffer of {} may span; "
+         "lower the batch size (-b) or the context (-c)",
+         bytes, be_.device().max_storage_buffer_range, be_.device().name);
+  }
+  arena_ = Buffer(be_.device_, bytes, BufferKind::device_local, "the GPU step's activations");
+  up_stage_ = Buffer(be_.device_, bytes, BufferKind::staging, "the GPU step's uploads");
+  down_stage_ = Buffer(be_.device_, bytes, BufferKind::readback, "the GPU step's downloads");
+  arena_set_ = be_.make_set(arena_, arena_, arena_);
+  for (Kv& kv : kv_) kv.set = be_.make_set(kv.buffer, arena_, arena_);
+  for (auto& [host, pl] : be_.placed_) {
+    for (VulkanBackend::Chunk& c : pl.chunks) c.step_set = be_.make_set(c.buffer, arena_, arena_);
+  }
+  ready_ = true;
+  // Zeroed, then the constants in place: one submission.
+  begin_op(false);
+  cmd_.fillBuffer(*arena_.get(), 0, VK_WHOLE_SIZE, 0);
+  for (const auto& [span, arr] : constants_) upload(span.data(), arr);
+  submit();
+  constants_.clear();
+}
+
+uint64_t VulkanStep::bytes() const {
+  uint64_t b = arena_.bytes();
+  for (const Kv& kv : kv_) b += kv.buffer.bytes();
+  return b;
+}
+
+void VulkanStep::check(DevArray a, int64_t n, const char* what) const {
+  if (n < 0 || static_cast<uint64_t>(n) > a.size || uint64_t{a.offset} + a.size > floats_) {
+    fail("GPU step: {} of {} floats does not fit its array of {} at {} (arena {} floats)", what, n, a.size, a.offset,
+         floats_);
+  }
+}
+
+void VulkanStep::begin_op(bool is_product) {
+  assert(ready_);
+  if (!recording_) {
+    cmd_.reset();
+    cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+    recording_ = true;
+    bound_pipeline_ = nullptr;
+    bound_set_ = nullptr;
+  } else if (!(is_product && last_was_product_) || be_.instance_.sync_validation()) {
+    // Under synchronization validation products are separated too: the layer judges a descriptor by its whole
+    // bound range, so products writing disjoint parts of the arena read to it as hazards; with a barrier between
+    // them every other barrier of the step is what it checks.
+    using A = vk::AccessFlagBits;
+    using P = vk::PipelineStageFlagBits;
+    cmd_.pipelineBarrier(P::eComputeShader | P::eTransfer, P::eComputeShader | P::eTransfer, {},
+                         vk::MemoryBarrier(A::eShaderWrite | A::eTransferWrite,
+                                           A::eShaderRead | A::eShaderWrite | A::eTransferRead | A::eTransferWrite),
+                         {}, {});
+  }
+  last_was_product_ = is_product;
+}
+
+void VulkanStep::bind(std::string_view name, vk::DescriptorSet set, const void* push, uint32_t bytes) {
+  const vk::Pipeline pipeline = *be_.pipelines_.op(name);
+  if (pipeline != bound_pipeline_) {
+    cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, pipeline);
+    bound_pipeline_ = pipeline;
+  }
+  if (set != bound_set_) {
+    cmd_.bindDescriptorSets(vk::PipelineBindPoint::eCompute, *be_.pipelines_.layout(), 0, set, {});
+    bound_set_ = set;
+  }
+  // The C entry point: Vulkan-Hpp's RAII form takes a typed array proxy, each kernel has its own struct.
+  be_.device_.get().getDispatcher()->vkCmdPushConstants(static_cast<VkCommandBuffer>(*cmd_),
+                                                         static_cast<VkPipelineLayout>(*be_.pipelines_.layout()),
+                                                         VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
+}
+
+void VulkanStep::launch(uint64_t total) {
+  if (total == 0) return;
+  const uint64_t groups = (total + 63) / 64;
+  const auto gx = static_cast<uint32_t>(std::min<uint64_t>(groups, kMaxGroupsX));
+  const auto gy = static_cast<uint32_t>((groups + gx - 1) / gx);
+  cmd_.dispatch(gx, gy, 1);
+  ++dispatches_;
+}
+
+void VulkanStep::upload(const float* src, DevArray dst) {
+  check(dst, dst.size, "an upload");
+  const uint64_t bytes = uint64_t{dst.size} * sizeof(float);
+  if (up_used_ + bytes > up_stage_.bytes()) submit();  // staging full: what is recorded runs first
+  std::memcpy(up_stage_.mapped() + up_used_, src, bytes);
+  begin_op(false);
+  cmd_.copyBuffer(*up_stage_.get(), *arena_.get(), vk::BufferCopy(up_used_, uint64_t{dst.offset} * 4, bytes));
+  up_used_ += (bytes + 15) & ~uint64_t{15};
+}
+
+void VulkanStep::download(DevArray src, float* dst) {
+  check(src, src.size, "a download");
+  const uint64_t bytes = uint64_t{src.size} * sizeof(float);
+  if (down_used_ + bytes > down_stage_.bytes()) submit();
+  begin_op(false);
+  cmd_.copyBuffer(*arena_.get(), *down_stage_.get(), vk::BufferCopy(uint64_t{src.offset} * 4, down_used_, bytes));
+  downloads_.push_back({dst, down_used_, src.size});
+  down_used_ += (bytes + 15) & ~uint64_t{15};
+}
+
+void VulkanStep::rms_norm(DevArray x, DevArray w, DevArray y, int64_t rows, int64_t n, float eps) {
+  check(x, rows * n, "an RMSNorm input");
+  check(y, rows * n, "an RMSNorm output");
+  if (!w.empty()) check(w, n, "an RMSNorm gain");
+  if (rows == 0) return;
+  begin_op(false);
+  const RmsNormPush p{u32(rows), u32(n), x.offset, w.empty() ? kNone : w.offset, y.offset, eps};
+  bind("rms_norm", *arena_set_, &p, sizeof(p));
+  // One workgroup per row.
+  const auto gx = static_cast<uint32_t>(std::min<int64_t>(rows, kMaxGroupsX));
+  cmd_.dispatch(gx, static_cast<uint32_t>((rows + gx - 1) / gx), 1);
+  ++dispatches_;
+}
+
+void VulkanStep::rope(DevArray x, DevArray table, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                      bool neox) {
+  assert(n_rot % 2 == 0 && n_rot <= head_dim);
+  check(x, n_tok * n_heads * head_dim, "a RoPE input");
+  check(table, n_tok * n_rot, "a RoPE table");
+  begin_op(false);
+  const RopePush p{u32(n_tok), u32(n_heads), u32(head_dim), u32(n_rot / 2), neox ? 1u : 0u, x.offset, table.offset};
+  bind("rope", *arena_set_, &p, sizeof(p));
+  launch(static_cast<uint64_t>(n_tok * n_heads * (n_rot / 2)));
+}
+
+void VulkanStep::kv_store(int kv, DevArray k, DevArray v, int64_t pos0, int64_t n_tok) {
+  const Kv& c = kv_.at(static_cast<size_t>(kv));
+  check(k, n_tok * c.n_kv, "a KV store's keys");
+  check(v, n_tok * c.n_kv, "a KV store's values");
+  if (pos0 < 0 || pos0 + n_tok > c.n_ctx) fail("GPU step: positions {}..{} outside a KV cache of {}", pos0, pos0 + n_tok - 1, c.n_ctx);
+  begin_op(false);
+  const KvStorePush p{u32(n_tok), u32(c.n_kv), u32(pos0), u32(c.n_ctx), k.offset, v.offset};
+  bind("kv_store", *c.set, &p, sizeof(p));
+  launch(static_cast<uint64_t>(n_tok * c.n_kv));  // two halves a word, K and V
+}
+
+void VulkanStep::attention(const AttentionOp& op, DevArray q, DevArray out) {
+  const Kv& c = kv_.at(static_cast<size_t>(op.kv));
+  assert(op.n_head_kv > 0 && op.n_head % op.n_head_kv == 0 && op.head_dim <= 256 && op.head_dim % 2 == 0);
+  assert(op.n_head_kv * op.head_dim == c.n_kv);
+  check(q, op.n_tok * op.n_head * op.head_dim, "an attention's queries");
+  check(out, op.n_tok * op.n_head * op.head_dim, "an attention's output");
+  if (!op.sinks.empty()) check(op.sinks, op.n_head, "an attention's sinks");
+  if (op.pos0 < 0 || op.pos0 + op.n_tok > c.n_ctx) fail("GPU step: attention positions outside a KV cache of {}", c.n_ctx);
+  begin_op(false);
+  const AttentionPush p{u32(op.n_head), u32(op.n_head_kv), u32(op.head_dim), u32(op.pos0), u32(c.n_ctx),
+                        u32(std::clamp<int64_t>(op.window, 0, c.n_ctx)), q.offset, out.offset, op.sinks.empty() ? kNone : op.sinks.offset, op.scale};
+  bind("attention", *c.set, &p, sizeof(p));
+  cmd_.dispatch(u32(op.n_head), u32(op.n_tok), 1);  // one workgroup per (head, token)
+  ++dispatches_;
+}
+
+void VulkanStep::glu(GluKind kind, float alpha, float limit, DevArray gate, DevArray up, DevArray h, int64_t n) {
+  check(gate, n, "a GLU's gate");
+  check(up, n, "a GLU's up");
+  check(h, n, "a GLU's output");
+  begin_op(false);
+  const GluPush p{u32(n), static_cast<uint32_t>(kind), gate.offset, up.offset, h.offset, alpha, limit};
+  bind("glu", *arena_set_, &p, sizeof(p));
+  launch(static_cast<uint64_t>(n));
+}
+
+void VulkanStep::add(DevArray y, DevArray a, int64_t rows, int64_t n, bool broadcast) {
+  check(y, rows * n, "an addition's output");
+  check(a, broadcast ? n : rows * n, "an addition's input");
+  begin_op(false);
+  const AddPush p{u32(rows), u32(n), y.offset, a.offset, broadcast ? 1u : 0u};
+  bind("add", *arena_set_, &p, sizeof(p));
+  launch(static_cast<uint64_t>(rows * n));
+}
+
+DevArray VulkanStep::round_for(quant::GgmlType t, DevArray x, DevArray dst, int64_t rows, int64_t cols) {
+  if (be_.opts_.rounding != quant::ActivationRounding::match_ggml) return x;
+  const auto mode = static_cast<uint32_t>(activation_grid(t));
+  if (mode == 0) return x;  // F32: products read x as it is
+  const int64_t block = mode == 3 ? 32 : mode == 4 ? 256 : 1;
+  if (cols % block != 0) fail("GPU step: rows of {} activations do not divide into blocks of {}", cols, block);
+  check(x, rows * cols, "a rounding's input");
+  check(dst, rows * cols, "a rounding's output");
+  begin_op(false);
+  const RoundPush p{u32(rows * cols), mode, x.offset, dst.offset};
+  bind("round", *arena_set_, &p, sizeof(p));
+  launch(static_cast<uint64_t>(rows * cols / block));
+  return dst.sub(0, rows * cols);
+}
+
+void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok) {
+  const VulkanBackend::Placed* pl = be_.find(w);
+  if (pl == nullptr) fail("GPU step: a {}-row {} product whose weights are not on the GPU", w.rows, quant::type_name(w.type));
+  check(x, n_tok * w.cols, "a product's input");
+  check(y, n_tok * w.rows, "a product's output");
+  if (n_tok == 0) return;
+  begin_op(true);
+  const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(w.data - pl->host) / pl->row_bytes);
+  const vk::Pipeline pipeline = *be_.pipelines_.product(w.type);
+  for (const VulkanBackend::Chunk& c : pl->chunks) {
+    const int64_t lo = std::max(row0, c.row0), hi = std::min(row0 + w.rows, c.row0 + c.rows);
+    if (lo >= hi) continue;
+    const ProductPush p{u32(hi - lo),
+                        u32(w.cols),
+                        u32(static_cast<int64_t>(w.row_bytes)),
+                        u32((lo - c.row0) * static_cast<int64_t>(w.row_bytes)),
+                        x.offset,
+                        u32(y.offset + (lo - row0)),
+                        u32(w.rows),
+                        u32(n_tok)};
+    if (pipeline != bound_pipeline_) {
+      cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, pipeline);
+      bound_pipeline_ = pipeline;
+    }
+    if (*c.step_set != bound_set_) {
+      cmd_.bindDescriptorSets(vk::PipelineBindPoint::eCompute, *be_.pipelines_.layout(), 0, *c.step_set, {});
+      bound_set_ = *c.step_set;
+    }
+    cmd_.pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);
+    const uint32_t per_group = Pipelines::rows_per_group(u32(w.cols));
+    const uint32_t groups = (u32(hi - lo) + per_group - 1) / per_group;
+    cmd_.dispatch(std::min(groups, Pipelines::kMaxGroupsX),
+                  u32((n_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile),
+                  (groups + Pipelines::kMaxGroupsX - 1) / Pipelines::kMaxGroupsX);
+    ++dispatches_;
+  }
+}
+
+void VulkanStep::gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst) {
+  check(dst, static_cast<int64_t>(rows.size()) * n, "a gather's output");
+  if (rows.empty()) return;
+  begin_op(false);
+  regions_.clear();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0) fail("GPU step: a gather of row {}", rows[i]);
+    check(src, (rows[i] + 1) * n, "a gather's input");
+    regions_.emplace_back(uint64_t{src.offset + static_cast<uint32_t>(rows[i] * n)} * 4,
+                          (uint64_t{dst.offset} + i * static_cast<uint64_t>(n)) * 4, static_cast<uint64_t>(n) * 4);
+  }
+  cmd_.copyBuffer(*arena_.get(), *arena_.get(), regions_);
+}
+
+void VulkanStep::combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n) {
+  check(table, n_tok * k * 2, "a combine's table");
+  check(slots, n_tok * k * n, "a combine's slots");  // the table's positions are below n_tok * k (MoeFfn)
+  check(out, n_tok * n, "a combine's output");
+  begin_op(false);
+  const CombinePush p{u32(n_tok), u32(k), u32(n), slots.offset, table.offset, out.offset};
+  bind("combine", *arena_set_, &p, sizeof(p));
+  launch(static_cast<uint64_t>(n_tok * n));
+}
+
+void VulkanStep::submit() {
+  if (!recording_) return;
+  try {
+    using A = vk::AccessFlagBits;
+    using P = vk::PipelineStageFlagBits;
+    cmd_.pipelineBarrier(P::eComputeShader | P::eTransfer, P::eHost, {},
+                         vk::MemoryBarrier(A::eShaderWrite | A::eTransferWrite, A::eHostRead), {}, {});
+    cmd_.end();
+    recording_ = false;
+    // Ordered after every weight upload of the transfer queue, as the backend's own submissions are.
+    const uint64_t signal = be_.compute_done_.next();
+    const uint64_t uploaded = be_.transfer_done_.value();
+    const vk::Semaphore wait_sem = *be_.transfer_done_.semaphore();
+    const vk::Semaphore signal_sem = *be_.compute_done_.semaphore();
+    const vk::PipelineStageFlags wait_stage = P::eTransfer | P::eComputeShader;
+    vk::TimelineSemaphoreSubmitInfo ti(uploaded, signal);
+    const vk::CommandBuffer cmd = *cmd_;
+    vk::SubmitInfo si(wait_sem, wait_stage, cmd, signal_sem);
+    si.pNext = &ti;
+    be_.device_.compute_queue().submit(si);
+    ++be_.counters_.submissions;
+    be_.counters_.dispatches += dispatches_;
+    be_.compute_done_.wait(signal);
+  } catch (const vk::SystemError& e) {
+    fail("Vulkan: a GPU step submission failed on {} ({})", be_.device().name, e.what());
+  }
+  for (const Download& d : downloads_) {
+    std::memcpy(d.dst, down_stage_.mapped() + d.stage_offset, size_t{d.floats} * sizeof(float));
+  }
+  downloads_.clear();
+  up_used_ = down_used_ = 0;
+  dispatches_ = 0;
+  last_was_product_ = false;
+}
+
+}  // namespace moetier::gpu::vk_impl

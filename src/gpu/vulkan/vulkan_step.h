@@ -1,0 +1,86 @@
+// gpu::DeviceStep on Vulkan: one device-local arena (activations and constants, bound as binding 1 of every
+// kernel), one device-local buffer per KV cache, host-visible staging for uploads and downloads, and one command
+// buffer on the compute queue into which every op is recorded in order, a memory barrier between dependent ops.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <vulkan/vulkan_raii.hpp>
+
+#include "gpu/step.h"
+#include "gpu/vulkan/buffer.h"
+
+namespace moetier::gpu::vk_impl {
+
+class VulkanBackend;
+
+class VulkanStep final : public DeviceStep {
+ public:
+  // The products read the weights `backend` placed before this call.
+  explicit VulkanStep(VulkanBackend& backend);
+
+  DevArray alloc(int64_t n) override;
+  DevArray constant(std::span<const float> v) override;
+  int kv_cache(int64_t n_ctx, int64_t n_kv) override;
+  void finish_setup() override;
+  uint64_t bytes() const override;
+
+  void upload(const float* src, DevArray dst) override;
+  void download(DevArray src, float* dst) override;
+  void rms_norm(DevArray x, DevArray w, DevArray y, int64_t rows, int64_t n, float eps) override;
+  void rope(DevArray x, DevArray table, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+            bool neox) override;
+  void kv_store(int kv, DevArray k, DevArray v, int64_t pos0, int64_t n_tok) override;
+  void attention(const AttentionOp& op, DevArray q, DevArray out) override;
+  void glu(GluKind kind, float alpha, float limit, DevArray gate, DevArray up, DevArray h, int64_t n) override;
+  void add(DevArray y, DevArray a, int64_t rows, int64_t n, bool broadcast) override;
+  DevArray round_for(quant::GgmlType t, DevArray x, DevArray dst, int64_t rows, int64_t cols) override;
+  void product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok) override;
+  void gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst) override;
+  void combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n) override;
+  void submit() override;
+
+ private:
+  struct Kv {
+    int64_t n_ctx = 0, n_kv = 0;
+    Buffer buffer;
+    vk::raii::DescriptorSet set{nullptr};
+  };
+  struct Download {
+    float* dst = nullptr;
+    uint64_t stage_offset = 0;  // bytes
+    uint32_t floats = 0;
+  };
+  // Begins the command buffer if needed and orders this op after the ones before it (consecutive products run
+  // together).
+  void begin_op(bool is_product);
+  // Binds kernel `name` with descriptor set `set` and pushes `bytes` of push constants.
+  void bind(std::string_view name, vk::DescriptorSet set, const void* push, uint32_t bytes);
+  // Dispatches enough 64-invocation workgroups for `total` invocations (continuing in y past 65535).
+  void launch(uint64_t total);
+  void check(DevArray a, int64_t n, const char* what) const;
+
+  VulkanBackend& be_;
+  bool ready_ = false;
+  uint64_t floats_ = 0;  // arena size
+  std::vector<std::pair<std::span<const float>, DevArray>> constants_;
+  std::vector<Kv> kv_;
+  Buffer arena_;
+  vk::raii::DescriptorSet arena_set_{nullptr};
+  Buffer up_stage_, down_stage_;
+  uint64_t up_used_ = 0, down_used_ = 0;  // bytes of this submission
+  vk::raii::CommandPool pool_{nullptr};
+  vk::raii::CommandBuffer cmd_{nullptr};
+  bool recording_ = false;
+  bool last_was_product_ = false;
+  uint64_t dispatches_ = 0;  // of this submission
+  vk::Pipeline bound_pipeline_ = nullptr;
+  vk::DescriptorSet bound_set_ = nullptr;
+  std::vector<Download> downloads_;
+  std::vector<vk::BufferCopy> regions_;  // gather()'s copies
+};
+
+}  // namespace moetier::gpu::vk_impl

@@ -1,0 +1,116 @@
+// The shared pre-norm blocks of model/decoder.h on the GPU, for a model whose every block and output head -ngl put
+// there: the residual stream, the normalised input, the attention's Q/K/V, the KV cache (binary16) and the FFN
+// activations stay in device memory (gpu/step.h), and a step records its kernels into one command buffer. The
+// host sees results only where it must act on them:
+//   - a MoE block whose routed experts are on the GPU downloads the router logits, routes on the host (the same
+//     MoeFfn::route_batch as the CPU block: same choice, same weights, the routing override and trace hooks
+//     intact) and records the chosen experts' products, their GLU and the weighted sum;
+//   - a MoE block whose experts stay in RAM (--n-cpu-moe, or streamed) downloads its normalised input, runs the CPU
+//     MoE block on it and uploads the block's output, which joins the residual stream on the GPU;
+//   - the logits.
+// So a token takes one submission per MoE layer plus one (a dense model: one).
+//
+// The constants (norm gains, biases, sinks, the routed experts' biases) are registered in a dry pass over the
+// layers at setup (set_registering), before DeviceStep::finish_setup; a block then finds them by address.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "compute/backend.h"
+#include "gpu/step.h"
+#include "model/attention.h"
+#include "model/ffn.h"
+#include "model/glu.h"
+#include "model/moe_layers.h"
+#include "moe/expert_source.h"
+
+namespace moetier::model {
+
+struct GpuBlockSizes {
+  int64_t n_embd = 0;
+  int64_t n_batch = 0;       // most tokens of one forward call
+  int64_t n_layer = 0;
+  int64_t n_seq = 1;         // KV caches: one per (sequence, layer)
+  int64_t n_ctx = 0;
+  int64_t n_vocab = 0;
+  int64_t max_cols = 0;      // widest product input (DecoderSizes::max_cols)
+  std::vector<int64_t> kv_width;  // [n_layer]: n_head_kv * head_dim of each layer
+  int64_t n_expert = 0;      // 0 for a dense model
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  float norm_eps = 1e-6f;
+};
+
+class GpuBlocks final : private moe::ExpertConsumer {
+ public:
+  GpuBlocks(gpu::DeviceStep& step, const GpuBlockSizes& s);
+
+  // While registering, the blocks below only note the constants they read; finish_setup() then uploads them.
+  void set_registering(bool on) { registering_ = on; }
+  // Notes a constant the blocks will find by address (e.g. a file's stacked expert biases).
+  void register_constant(std::span<const float> v);
+  void finish_setup();
+  uint64_t bytes() const { return step_.bytes(); }
+
+  // The residual stream x[n_tok, n_embd] of a forward call enters the GPU.
+  void begin(const float* x, int64_t n_tok);
+  // model/decoder.h's attention_block for sequence seq's KV cache of block il.
+  void attention_block(int64_t il, int seq, std::span<const float> norm, const Attention& attn,
+                       const AttentionWeights& w, int64_t pos0, int64_t n_tok);
+  void ffn_block(std::span<const float> norm, const FfnWeights& w, const GluConfig& glu, int64_t n_tok);
+  // moe_block with the routed experts on the GPU (placed by -ngl); routing as in DecoderModel::layer.
+  void moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers& moe, const GluConfig& glu, int64_t n_tok,
+                     int32_t* routing);
+  // moe_block with the routed experts computed by `cpu` from host memory; xn_host and out_host are [n_tok, n_embd]
+  // host buffers.
+  void moe_block_cpu(int64_t il, std::span<const float> norm, MoeLayers& moe, int64_t n_tok, int32_t* routing,
+                     compute::Backend& cpu, float* xn_host, float* out_host);
+  // logits[rows, n_vocab] = output (rmsnorm(x[first .. first + rows - 1]) * out_norm); ends the step.
+  void logits(std::span<const float> out_norm, const quant::WeightView& output, int64_t first, int64_t rows,
+              float* logits);
+
+ private:
+  void on_experts(std::span<const int32_t> experts, std::span<const moe::ExpertWeights> weights) override;
+  // The device copy of a registered constant containing v (registering: registers v).
+  gpu::DevArray dev(std::span<const float> v);
+  gpu::DevArray dev_or_empty(std::span<const float> v) { return v.empty() ? gpu::DevArray{} : dev(v); }
+  // Rounded copies of x[rows, cols] for each product of one input, one per activation grid: out[i] is what
+  // products[i] reads.
+  void rounded_inputs(std::span<const quant::WeightView* const> ws, gpu::DevArray x, int64_t rows, int64_t cols,
+                      gpu::DevArray* out);
+  gpu::DevArray round(const quant::WeightView& w, gpu::DevArray x, int64_t rows, int64_t cols, int scratch = 0);
+
+  gpu::DeviceStep& step_;
+  GpuBlockSizes s_;
+  bool registering_ = false;
+  std::vector<std::pair<std::span<const float>, gpu::DevArray>> consts_;  // sorted by address after setup
+  gpu::DevArray x_;        // [n_batch, n_embd]: residual stream
+  gpu::DevArray xn_;       // [n_batch, n_embd]: normalised input of a block
+  gpu::DevArray out_;      // [n_batch, n_embd]: a block's output
+  gpu::DevArray xr_[3];    // [n_batch * max(n_expert_used, 1), max_cols] each: rounded product inputs
+  gpu::DevArray q_, k_, v_, ctx_;  // [n_batch, max_cols]
+  gpu::DevArray table_;    // [n_batch, max_cols]: RoPE (cos, sin) per token and pair
+  gpu::DevArray gate_, up_;  // [n_batch * max(n_expert_used, 1), max_cols]: FFN / experts' gate and up
+  gpu::DevArray xg_;       // [n_batch * n_expert_used, n_embd]: a MoE layer's input rows grouped by expert
+  gpu::DevArray slots_;    // [n_batch * n_expert_used, n_embd]: each (token, slot)'s expert output
+  gpu::DevArray router_;   // [n_batch, n_expert]: router logits
+  gpu::DevArray mix_;      // [n_batch * n_expert_used, 2]: combine()'s (position, weight) per (token, slot)
+  gpu::DevArray logits_;   // [logit_rows_, n_vocab]
+  int64_t logit_rows_ = 1;
+  std::vector<int> kv_;    // [n_seq * n_layer]: KV cache index of (seq, layer)
+  std::vector<float> table_host_;  // [n_batch, max_cols]
+  std::vector<float> mix_host_;    // [n_batch * n_expert_used, 2]
+  std::vector<int32_t> rows_host_;  // [n_batch * n_expert_used]: token of each grouped position
+  std::vector<moe::ExpertWeights> delivered_;  // [n_expert]: the weights the expert source gave this layer
+  const Attention* table_for_ = nullptr;  // the attention (RoPE) and call table_ holds
+  int64_t table_pos0_ = -1, table_n_ = 0;
+  // Per MoE call state for on_experts.
+  MoeFfn* ffn_ = nullptr;
+  int64_t n_tok_ = 0;
+  gpu::DevArray moe_x_, moe_up_x_;  // what the experts' gate and up read: xg_ (xn_ at one token) rounded for each
+};
+
+}  // namespace moetier::model
