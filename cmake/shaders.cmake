@@ -24,7 +24,7 @@ foreach(k ${MOETIER_OP_KERNELS})
   add_custom_command(OUTPUT ${spv}
     COMMAND ${MOETIER_GLSLC} --target-env=vulkan1.2 -O -Werror ${shader_dir}/${k}.comp -o ${spv}
     COMMAND ${MOETIER_SPIRV_VAL} --target-env vulkan1.2 ${spv}
-    DEPENDS ${shader_dir}/${k}.comp ${shader_dir}/ops.glsl
+    DEPENDS ${shader_dir}/${k}.comp ${shader_dir}/ops.glsl ${shader_dir}/half.glsl
     COMMENT "Compiling the ${k} shader")
   list(APPEND spv_files ${spv})
 endforeach()

@@ -64,6 +64,14 @@ inline int activation_grid(quant::GgmlType t) {
   }
 }
 
+// One product of products_grouped(): y[n_tok, w.rows] = w x[n_tok, w.cols].
+struct GroupedProduct {
+  quant::WeightView w;
+  DevArray x;
+  DevArray y;
+  int64_t n_tok = 0;
+};
+
 class DeviceStep {
  public:
   virtual ~DeviceStep() = default;
@@ -77,9 +85,14 @@ class DeviceStep {
   // A KV cache of n_ctx positions of n_kv (even) elements each, binary16: K [n_ctx, n_kv] then V [n_ctx, n_kv].
   // Returns its index. Throws moetier::Error when it exceeds the device's storage buffer range.
   virtual int kv_cache(int64_t n_ctx, int64_t n_kv) = 0;
-  // Creates the arena and the KV caches and uploads the constants. Throws moetier::Error when they do not fit
-  // the device (the arena is one storage buffer: at most maxStorageBufferRange bytes).
-  virtual void finish_setup() = 0;
+  // Creates the arena and the KV caches and uploads the constants; uploads and downloads then pass through
+  // staging buffers of staging_floats each (0: the arena's size; a transfer larger than one is refused, a
+  // submission whose transfers exceed one is split). Throws moetier::Error when they do not fit the device (the
+  // arena is one storage buffer: at most maxStorageBufferRange bytes).
+  virtual void finish_setup(int64_t staging_floats = 0) = 0;
+  // Throws moetier::Error unless product() can run over w: its weights placed, its rows divisible into the
+  // blocks of its activation grid. For a caller's setup, before it relies on the step.
+  virtual void check_product(const quant::WeightView& w) const = 0;
   // Bytes of device memory the step holds (arena and KV caches).
   virtual uint64_t bytes() const = 0;
 
@@ -109,13 +122,21 @@ class DeviceStep {
   // y[n_tok, w.rows] = w x[n_tok, w.cols] for weights the backend placed (GpuBackend::place); x already rounded
   // (round_for).
   virtual void product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok) = 0;
+  // The products ps (inputs already rounded), as few dispatches as their weights allow: one per weight type, shape
+  // and placed buffer (a MoE layer's chosen experts: one for their gates, one for their ups). `table` is scratch
+  // of at least 4 floats per product that the step fills (an upload recorded before the dispatches).
+  virtual void products_grouped(std::span<const GroupedProduct> ps, DevArray table) = 0;
   // dst[i] = src[rows[i]] for rows of n floats: a MoE layer's input rows gathered by expert.
   virtual void gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst) = 0;
   // out[t, i] = sum over s < k of table[(t k + s) 2 + 1] * slots[table[(t k + s) 2] n + i], slots summed in order
   // (the slot index stored as a float, exact below 2^24): a MoE layer's weighted expert outputs per token.
   virtual void combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n) = 0;
-  // Runs what was recorded, waits for it, and fills the download() destinations.
+  // Runs what was recorded, waits for it, and fills the download() destinations. On an error (a lost device)
+  // what was recorded is discarded, as by discard(), before the exception leaves.
   virtual void submit() = 0;
+  // Drops what was recorded since the last submit() and the pending downloads: after an error in the middle of a
+  // step, so that the next one starts clean.
+  virtual void discard() = 0;
 };
 
 }  // namespace moetier::gpu

@@ -46,10 +46,6 @@ void DecoderModel::setup(const DecoderSizes& s) {
   info_.n_expert_used = info_.n_moe_layers > 0 ? moe_.hparams().n_expert_used : 0;
   const int64_t K = std::max<int64_t>(info_.n_expert_used, 1);
   info_.n_seq = opts_.n_seq;
-  kv_.clear();
-  const std::vector<int64_t> kv_widths =
-      s.layer_kv_width.empty() ? std::vector<int64_t>(static_cast<size_t>(hp_.n_layer), s.kv_width) : s.layer_kv_width;
-  for (int q = 0; q < opts_.n_seq; ++q) kv_.emplace_back(kv_widths, info_.n_ctx, opts_.kv_type);
   compute::CpuBackendOptions bo;
   bo.max_cols = std::max(s.max_cols, D);
   bo.max_tok = B;
@@ -67,6 +63,14 @@ void DecoderModel::setup(const DecoderSizes& s) {
   tmp_ = backend_->activations(static_cast<size_t>(B * D));
   route_.assign(static_cast<size_t>(B * K), 0);
   if (gpu_ != nullptr) info_.gpu += "; " + try_gpu_step(s);
+  // The KV cache in RAM, unless the step runs on the GPU, which holds its own.
+  kv_.clear();
+  if (gpu_blocks_ == nullptr) {
+    const std::vector<int64_t> kv_widths = s.layer_kv_width.empty()
+                                               ? std::vector<int64_t>(static_cast<size_t>(hp_.n_layer), s.kv_width)
+                                               : s.layer_kv_width;
+    for (int q = 0; q < opts_.n_seq; ++q) kv_.emplace_back(kv_widths, info_.n_ctx, opts_.kv_type);
+  }
 }
 
 std::string DecoderModel::try_gpu_step(const DecoderSizes& s) {
@@ -106,13 +110,11 @@ std::string DecoderModel::try_gpu_step(const DecoderSizes& s) {
     gpu_blocks_->logits(out_norm_, output_, 0, 1, nullptr);
     gpu_blocks_->set_registering(false);
     gpu_blocks_->finish_setup();
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // moetier::Error, or std::bad_alloc sizing the host tables
     gpu_blocks_.reset();
     gpu_->release_step();
     return fmt::format("{} (the step does not fit on the GPU: {})", per_product, e.what());
   }
-  // The KV cache lives in device memory now; the host copy is never read.
-  std::vector<KvCache>().swap(kv_);
   constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format("the whole step on the GPU ({:.1f} MiB of activations and KV cache in device memory; one "
                      "submission per token{})",
@@ -198,6 +200,26 @@ void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::sp
       for (int64_t i = 0; i < D; ++i) x[t * D + i] *= embd_scale_;
     }
   }
+  if (gpu_blocks_ != nullptr) {
+    try {
+      forward_layers(x, pos, n, logits, mode, routing);
+    } catch (...) {
+      gpu_blocks_->discard();  // the next call starts from a clean step
+      throw;
+    }
+  } else {
+    forward_layers(x, pos, n, logits, mode, routing);
+  }
+  if (logit_softcap_ > 0.0f) {
+    // As the reference engine evaluates it: scale by the reciprocal, tanh, scale back.
+    const float inv = 1.0f / logit_softcap_;
+    for (float& v : logits) v = std::tanh(v * inv) * logit_softcap_;
+  }
+}
+
+void DecoderModel::forward_layers(float* x, int64_t pos, int64_t n, std::span<float> logits, LogitsMode mode,
+                                  std::span<int32_t> routing) {
+  const int64_t D = hp_.n_embd, K = info_.n_expert_used, L = info_.n_moe_layers;
   if (gpu_blocks_ != nullptr) gpu_blocks_->begin(x, n);
   for (int64_t il = 0; il < hp_.n_layer; ++il) {
     const int64_t m = moe_.ordinal(il);
@@ -207,17 +229,12 @@ void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::sp
       for (int64_t t = 0; t < n; ++t) std::copy_n(route_.data() + t * K, K, routing.data() + (t * L + m) * K);
     }
   }
-  const int64_t first = mode == LogitsMode::all ? 0 : n - 1;
+  const int64_t first = mode == LogitsMode::all ? 0 : n - 1, rows = mode == LogitsMode::all ? n : 1;
   if (gpu_blocks_ != nullptr) {
     gpu_blocks_->logits(out_norm_, output_, first, rows, logits.data());
   } else {
     rms_norm(x + first * D, out_norm_.data(), xn_.host(), rows, D, hp_.norm_eps);
     backend_->matmul(output_, xn_.host(), logits.data(), rows);
-  }
-  if (logit_softcap_ > 0.0f) {
-    // As the reference engine evaluates it: scale by the reciprocal, tanh, scale back.
-    const float inv = 1.0f / logit_softcap_;
-    for (float& v : logits) v = std::tanh(v * inv) * logit_softcap_;
   }
 }
 

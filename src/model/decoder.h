@@ -107,6 +107,9 @@ class DecoderModel : public Model {
   bool gpu_whole_ = false;                 // every block and the output head are on the GPU
   std::unique_ptr<GpuBlocks> gpu_blocks_;  // the step on the GPU, when try_gpu_step succeeded
   std::vector<int32_t> route_;   // [n_batch, n_expert_used]: one MoE layer's routing
+  // forward() after its checks and the embedding lookup into x: the layers and the logits (before the soft-cap).
+  void forward_layers(float* x, int64_t pos, int64_t n, std::span<float> logits, LogitsMode mode,
+                      std::span<int32_t> routing);
 };
 
 }  // namespace moetier::model

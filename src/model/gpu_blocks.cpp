@@ -43,6 +43,8 @@ GpuBlocks::GpuBlocks(gpu::DeviceStep& step, const GpuBlockSizes& s) : step_(step
     slots_ = step.alloc(BK * D);
     router_ = step.alloc(B * s.n_expert);
     mix_ = step.alloc(BK * 2);
+    table_up_ = step.alloc(2 * s.n_expert * 4);
+    table_down_ = step.alloc(s.n_expert * 4);
   }
   // The output head in slices of at most 2^24 logits (64 MiB) when every token's logits are asked for.
   logit_rows_ = std::clamp<int64_t>((int64_t{1} << 24) / s.n_vocab, 1, B);
@@ -54,6 +56,7 @@ GpuBlocks::GpuBlocks(gpu::DeviceStep& step, const GpuBlockSizes& s) : step_(step
   mix_host_.resize(static_cast<size_t>(BK * 2));
   rows_host_.resize(static_cast<size_t>(BK));
   delivered_.resize(static_cast<size_t>(std::max<int64_t>(s.n_expert, 1)));
+  grouped_.reserve(static_cast<size_t>(2 * std::max<int64_t>(s.n_expert, 1)));
 }
 
 void GpuBlocks::register_constant(std::span<const float> v) {
@@ -62,9 +65,18 @@ void GpuBlocks::register_constant(std::span<const float> v) {
 }
 
 void GpuBlocks::finish_setup() {
-  step_.finish_setup();
+  // The staging buffers hold the largest single transfer: an upload of the residual stream, a RoPE table, a MoE
+  // layer's mix or grouped-product table, a download of router logits or of a slice of logits.
+  const int64_t B = s_.n_batch, D = s_.n_embd, K = std::max<int64_t>(s_.n_expert_used, 1);
+  step_.finish_setup(std::max({B * D, B * s_.max_cols, B * K * 2, 8 * s_.n_expert, B * s_.n_expert,
+                               logit_rows_ * s_.n_vocab}));
   std::sort(consts_.begin(), consts_.end(),
             [](const auto& a, const auto& b) { return std::less<const float*>()(a.first.data(), b.first.data()); });
+}
+
+void GpuBlocks::discard() {
+  step_.discard();
+  table_for_ = nullptr;
 }
 
 gpu::DevArray GpuBlocks::dev(std::span<const float> v) {
@@ -118,7 +130,10 @@ void GpuBlocks::attention_block(int64_t il, int seq, std::span<const float> norm
   const gpu::DevArray g = dev(norm), bq = dev_or_empty(w.bq), bk = dev_or_empty(w.bk), bv = dev_or_empty(w.bv),
                       bo = dev_or_empty(w.bo), qn = dev_or_empty(w.q_norm), kn = dev_or_empty(w.k_norm),
                       sinks = dev_or_empty(w.sinks);
-  if (registering_) return;
+  if (registering_) {
+    for (const quant::WeightView* m : {&w.wq, &w.wk, &w.wv, &w.wo}) step_.check_product(*m);
+    return;
+  }
   const int64_t D = s_.n_embd, hd = c.head_dim, nh = c.n_head, nkv = c.n_head_kv, nq = nh * hd, nk = nkv * hd;
   const int64_t n_rot = c.rope.n_rot;
   step_.rms_norm(x_, g, xn_, n_tok, D, s_.norm_eps);
@@ -165,7 +180,10 @@ void GpuBlocks::attention_block(int64_t il, int seq, std::span<const float> norm
 
 void GpuBlocks::ffn_block(std::span<const float> norm, const FfnWeights& w, const GluConfig& glu, int64_t n_tok) {
   const gpu::DevArray g = dev(norm);
-  if (registering_) return;
+  if (registering_) {
+    for (const quant::WeightView* m : {&w.gate, &w.up, &w.down}) step_.check_product(*m);
+    return;
+  }
   const int64_t D = s_.n_embd, F = w.gate.rows;
   step_.rms_norm(x_, g, xn_, n_tok, D, s_.norm_eps);
   const quant::WeightView* ws[2] = {&w.gate, &w.up};
@@ -181,7 +199,10 @@ void GpuBlocks::ffn_block(std::span<const float> norm, const FfnWeights& w, cons
 void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers& moe, const GluConfig& glu,
                               int64_t n_tok, int32_t* routing) {
   const gpu::DevArray g = dev(norm);
-  if (registering_) return;
+  if (registering_) {
+    step_.check_product(moe.router(il).gate_inp);
+    return;
+  }
   const RouterWeights& rw = moe.router(il);
   assert(rw.expert_scale.empty());  // Gemma 4's per-expert scale: not an architecture that runs here
   MoeFfn& ffn = moe.ffn();
@@ -199,7 +220,10 @@ void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers
   ffn_ = &ffn;
   n_tok_ = n_tok;
   moe_x_ = {};
+  grouped_.clear();
   moe.experts().fetch(moe.ordinal(il), ffn.chosen(), *this);
+  // Every chosen expert's gate and up: one dispatch each for a layer's gates and ups (their stacks are placed whole).
+  step_.products_grouped(grouped_, table_up_);
   for (const int32_t e : ffn.chosen()) {
     const moe::ExpertWeights& w = delivered_[static_cast<size_t>(e)];
     const int64_t p0 = ffn.start(e), c = ffn.count(e);
@@ -208,10 +232,12 @@ void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers
   }
   step_.glu(glu_kind(glu), glu.alpha, glu.limit, gate_, up_, gate_, P * F);
   const gpu::DevArray h = round(delivered_[static_cast<size_t>(ffn.chosen().front())].down, gate_, P, F);
+  grouped_.clear();
   for (const int32_t e : ffn.chosen()) {
     const int64_t p0 = ffn.start(e), c = ffn.count(e);
-    step_.product(delivered_[static_cast<size_t>(e)].down, h.sub(p0 * F, c * F), slots_.sub(p0 * D, c * D), c);
+    grouped_.push_back({delivered_[static_cast<size_t>(e)].down, h.sub(p0 * F, c * F), slots_.sub(p0 * D, c * D), c});
   }
+  step_.products_grouped(grouped_, table_down_);
   for (const int32_t e : ffn.chosen()) {
     const float* b = delivered_[static_cast<size_t>(e)].down_bias;
     const int64_t p0 = ffn.start(e), c = ffn.count(e);
@@ -242,8 +268,8 @@ void GpuBlocks::on_experts(std::span<const int32_t> experts, std::span<const moe
     }
     const int64_t p0 = ffn_->start(e), c = ffn_->count(e);
     const int64_t r0 = n_tok_ > 1 ? p0 : 0;  // one token: every expert reads row 0
-    step_.product(w.gate, moe_x_.sub(r0 * D, c * D), gate_.sub(p0 * F, c * F), c);
-    step_.product(w.up, moe_up_x_.sub(r0 * D, c * D), up_.sub(p0 * F, c * F), c);
+    grouped_.push_back({w.gate, moe_x_.sub(r0 * D, c * D), gate_.sub(p0 * F, c * F), c});
+    grouped_.push_back({w.up, moe_up_x_.sub(r0 * D, c * D), up_.sub(p0 * F, c * F), c});
   }
 }
 
@@ -263,7 +289,10 @@ void GpuBlocks::moe_block_cpu(int64_t il, std::span<const float> norm, MoeLayers
 void GpuBlocks::logits(std::span<const float> out_norm, const quant::WeightView& output, int64_t first, int64_t rows,
                        float* logits) {
   const gpu::DevArray g = dev(out_norm);
-  if (registering_) return;
+  if (registering_) {
+    step_.check_product(output);
+    return;
+  }
   const int64_t D = s_.n_embd, V = s_.n_vocab;
   step_.rms_norm(x_.sub(first * D, rows * D), g, xn_, rows, D, s_.norm_eps);
   for (int64_t t0 = 0; t0 < rows; t0 += logit_rows_) {

@@ -54,6 +54,8 @@ class GpuBlocks final : private moe::ExpertConsumer {
   void register_constant(std::span<const float> v);
   void finish_setup();
   uint64_t bytes() const { return step_.bytes(); }
+  // Drops a step that an error interrupted (what was recorded, the cached RoPE table), so the next starts clean.
+  void discard();
 
   // The residual stream x[n_tok, n_embd] of a forward call enters the GPU.
   void begin(const float* x, int64_t n_tok);
@@ -98,6 +100,8 @@ class GpuBlocks final : private moe::ExpertConsumer {
   gpu::DevArray slots_;    // [n_batch * n_expert_used, n_embd]: each (token, slot)'s expert output
   gpu::DevArray router_;   // [n_batch, n_expert]: router logits
   gpu::DevArray mix_;      // [n_batch * n_expert_used, 2]: combine()'s (position, weight) per (token, slot)
+  gpu::DevArray table_up_;    // [2 * n_expert, 4]: products_grouped()'s table for the experts' gates and ups
+  gpu::DevArray table_down_;  // [n_expert, 4]: the same for their downs
   gpu::DevArray logits_;   // [logit_rows_, n_vocab]
   int64_t logit_rows_ = 1;
   std::vector<int> kv_;    // [n_seq * n_layer]: KV cache index of (seq, layer)
@@ -105,6 +109,7 @@ class GpuBlocks final : private moe::ExpertConsumer {
   std::vector<float> mix_host_;    // [n_batch * n_expert_used, 2]
   std::vector<int32_t> rows_host_;  // [n_batch * n_expert_used]: token of each grouped position
   std::vector<moe::ExpertWeights> delivered_;  // [n_expert]: the weights the expert source gave this layer
+  std::vector<gpu::GroupedProduct> grouped_;   // [2 * n_expert]: one layer's expert products
   const Attention* table_for_ = nullptr;  // the attention (RoPE) and call table_ holds
   int64_t table_pos0_ = -1, table_n_ = 0;
   // Per MoE call state for on_experts.

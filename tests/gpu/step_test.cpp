@@ -679,6 +679,86 @@ TEST(GpuStepProduct, RoundForThenProductMatchesTheReference) {
   }
 }
 
+// A MoE layer's experts as grouped products: two stacks (gates Q4_K, ups Q8_0) of 6 experts, each expert over
+// its own token rows (one with none), in one products_grouped call. Each result must be the bits product() gives
+// for that expert alone (the same workgroups compute it) and within the summation bound of the reference; with the
+// stacks split into 100-row buffers an expert that straddles two runs on its own, with the same bits.
+TEST(GpuStepProduct, GroupedExpertsGiveTheBitsOfSingleProducts) {
+  constexpr int64_t kExperts = 6, kRows = 40, kCols = 256;
+  const Matrix gates = random_matrix(GgmlType::Q4_K, kExperts * kRows, kCols, 41),
+               ups = random_matrix(GgmlType::Q8_0, kExperts * kRows, kCols, 42);
+  const int64_t n_tok[kExperts] = {3, 0, 1, 5, 2, 1};
+  const auto expert = [&](const Matrix& m, int64_t e) {
+    quant::WeightView v = m.view;
+    v.data = m.view.row(e * kRows);
+    v.rows = kRows;
+    return v;
+  };
+  for (const uint64_t split : {uint64_t{0}, uint64_t{100} * quant::row_bytes(GgmlType::Q8_0, kCols)}) {
+    auto be = testing::validated_backend(kCols, kExperts * kRows, 8, split, quant::ActivationRounding::exact);
+    be->place(gates.view);
+    be->place(ups.view);
+    DeviceStep& st = be->step();
+    std::vector<DevArray> x, y_grouped, y_single;
+    for (int64_t e = 0; e < kExperts; ++e) {
+      x.push_back(st.alloc(std::max<int64_t>(n_tok[e], 1) * kCols));
+      for (int which = 0; which < 2; ++which) {
+        y_grouped.push_back(st.alloc(std::max<int64_t>(n_tok[e], 1) * kRows));
+        y_single.push_back(st.alloc(std::max<int64_t>(n_tok[e], 1) * kRows));
+      }
+    }
+    const DevArray table = st.alloc(2 * kExperts * 4);
+    st.finish_setup();
+    std::vector<std::vector<float>> xs;
+    std::vector<GroupedProduct> ps;
+    for (int64_t e = 0; e < kExperts; ++e) {
+      xs.push_back(normal(std::max<int64_t>(n_tok[e], 1) * kCols, static_cast<uint32_t>(50 + e)));
+      st.upload(xs.back().data(), x[static_cast<size_t>(e)]);
+      for (int which = 0; which < 2; ++which) {
+        const quant::WeightView w = expert(which == 0 ? gates : ups, e);
+        ps.push_back({w, x[static_cast<size_t>(e)], y_grouped[static_cast<size_t>(2 * e + which)], n_tok[e]});
+      }
+    }
+    const uint64_t dispatches = be->counters().dispatches;
+    st.products_grouped(ps, table);
+    for (const GroupedProduct& p : ps) {
+      const size_t i = static_cast<size_t>(&p - ps.data());
+      st.product(p.w, p.x, y_single[i], p.n_tok);
+    }
+    std::vector<std::vector<float>> got_grouped(ps.size()), got_single(ps.size());
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const int64_t n = ps[i].n_tok * kRows;
+      if (n == 0) continue;
+      got_grouped[i].assign(static_cast<size_t>(n), NAN);
+      got_single[i].assign(static_cast<size_t>(n), NAN);
+      st.download(y_grouped[i].sub(0, n), got_grouped[i].data());
+      st.download(y_single[i].sub(0, n), got_single[i].data());
+    }
+    st.submit();
+    if (split == 0) {
+      // One dispatch for the gates, one for the ups, then one per single product that has tokens.
+      EXPECT_EQ(be->counters().dispatches - dispatches, 2u + 2u * 5u);
+    }
+    for (size_t i = 0; i < ps.size(); ++i) {
+      if (ps[i].n_tok == 0) continue;
+      EXPECT_EQ(0, std::memcmp(got_grouped[i].data(), got_single[i].data(), got_grouped[i].size() * sizeof(float)))
+          << "expert " << i / 2 << (i % 2 == 0 ? " gate" : " up") << " split " << split;
+      quant::MatmulScratch scratch(kCols, ps[i].n_tok, quant::ActivationRounding::exact);
+      std::vector<float> ref(got_grouped[i].size());
+      const std::vector<float>& xi = xs[i / 2];
+      quant::matmul_reference(ps[i].w, xi.data(), ref.data(), ps[i].n_tok, scratch);
+      for (int64_t t = 0; t < ps[i].n_tok; ++t) {
+        for (int64_t r = 0; r < kRows; ++r) {
+          const size_t k = static_cast<size_t>(t * kRows + r);
+          EXPECT_LE(std::fabs(double{got_grouped[i][k]} - ref[k]), product_tolerance(ps[i].w, xi.data() + t * kCols, r))
+              << "expert " << i / 2 << " token " << t << " row " << r;
+        }
+      }
+    }
+    EXPECT_EQ(be->validation_errors(), 0u);
+  }
+}
+
 // --- one chain in one submission ---
 
 // x -> RMSNorm (gain) -> gate and up products (Q8_0, Q4_K; running together) -> SwiGLU -> + residual, downloaded

@@ -18,10 +18,11 @@ void main() {
   const uint id = flat_id();
   if (id >= p.n_tok * p.n) return;
   const uint t = id / p.n, i = id % p.n;
-  float o = 0.0;
+  // precise: no fused multiply-add, the products and sums rounded one by one as the CPU rounds them.
+  precise float o = 0.0;
   for (uint s = 0u; s < p.k; ++s) {
     const uint e = p.table_off + (t * p.k + s) * 2u;
-    const float v = A[e + 1u] * A[p.slots_off + uint(A[e]) * p.n + i];
+    precise const float v = A[e + 1u] * A[p.slots_off + uint(A[e]) * p.n + i];
     o = s == 0u ? v : o + v;
   }
   A[p.out_off + id] = o;

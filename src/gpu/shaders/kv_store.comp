@@ -1,8 +1,9 @@
-// Stores k[n_tok, n_kv] and v[n_tok, n_kv] as binary16 at positions pos0 .. pos0 + n_tok - 1 of a KV cache
+// Stores k[n_tok, n_kv] and v[n_tok, n_kv] as binary16 (rounded as the CPU's KV cache rounds them) at positions pos0 .. pos0 + n_tok - 1 of a KV cache
 // (binding 0: K [n_ctx, n_kv] then V [n_ctx, n_kv], two halves per word; n_kv even). One invocation per word.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "ops.glsl"
+#include "half.glsl"
 
 layout(std430, set = 0, binding = 0) buffer KvBuf { uint KV[]; };
 
@@ -23,5 +24,5 @@ void main() {
   const uint rest = id % (p.n_tok * words);
   const uint t = rest / words, w = rest % words;
   const uint src = (which == 0u ? p.k_off : p.v_off) + t * p.n_kv + 2u * w;
-  KV[((which * p.n_ctx + p.pos0 + t) * p.n_kv) / 2u + w] = packHalf2x16(vec2(A[src], A[src + 1u]));
+  KV[((which * p.n_ctx + p.pos0 + t) * p.n_kv) / 2u + w] = f16_bits(A[src]) | (f16_bits(A[src + 1u]) << 16);
 }

@@ -9,6 +9,10 @@
 // (maxComputeWorkGroupCount[0] is at least 65535 by the Vulkan spec). The host counts workgroups with the same
 // formula (gpu/vulkan/pipelines.h, Pipelines::rows_per_group).
 //
+// Grouped form (the step's products_grouped, a MoE layer's chosen experts in one dispatch): with table_off set,
+// workgroup z picks entry z of a table in X (4 words each: w_offset in bytes, x_offset, y_offset, n_tok), the
+// products sharing rows, cols, row_bytes and y_stride.
+//
 // Built once per weight type with -DTYPE_<T> (cmake/shaders.cmake); the type file defines QK (elements per block,
 // a multiple of SEG), BLOCK_BYTES and float dq(uint block_byte_offset, uint j): element j of the block there.
 #version 450
@@ -30,6 +34,7 @@ layout(push_constant) uniform Push {
   uint y_offset;   // float offset of (token 0, row 0) in Y
   uint y_stride;   // floats from one token's results to the next in Y
   uint n_tok;      // tokens of this dispatch
+  uint table_off;  // float offset in X of the grouped form's table; 0xffffffff: one product
 } p;
 
 #include "common.glsl"
@@ -76,20 +81,31 @@ layout(push_constant) uniform Push {
 shared float partial[NT][WG];
 
 void main() {
+  uint w_offset = p.w_offset, x_offset = p.x_offset, y_offset = p.y_offset, n_tok = p.n_tok;
+  uint zrow = gl_WorkGroupID.z;  // one product: row groups past 65535 continue in z
+  if (p.table_off != 0xffffffffu) {
+    const uint e = p.table_off + gl_WorkGroupID.z * 4u;
+    w_offset = floatBitsToUint(X[e]);
+    x_offset = floatBitsToUint(X[e + 1u]);
+    y_offset = floatBitsToUint(X[e + 2u]);
+    n_tok = floatBitsToUint(X[e + 3u]);
+    zrow = 0u;
+  }
+  const uint t0 = gl_WorkGroupID.y * NT;
+  if (t0 >= n_tok) return;  // a grouped entry with fewer tokens than the dispatch: the whole workgroup leaves
   const uint lid = gl_LocalInvocationID.x;
   const uint n_items = (p.cols + SEG - 1u) / SEG;
   uint L = 1u;  // invocations per row, uniform: a function of cols
   while (L < n_items && L < WG) L <<= 1;
   const uint lane = lid % L;
-  const uint r = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * (WG / L) + lid / L;
+  const uint r = (gl_WorkGroupID.x + zrow * gl_NumWorkGroups.x) * (WG / L) + lid / L;
   const bool in_range = r < p.rows;  // only guards work and writes: every invocation reaches the barriers
-  const uint t0 = gl_WorkGroupID.y * NT;
-  const uint nt = min(NT, p.n_tok - t0);
+  const uint nt = min(NT, n_tok - t0);
 
   float acc[NT];
   [[unroll]] for (uint k = 0u; k < NT; ++k) acc[k] = 0.0;
   if (in_range) {
-    const uint row = p.w_offset + r * p.row_bytes;
+    const uint row = w_offset + r * p.row_bytes;
     for (uint it = lane; it < n_items; it += L) {
       const uint c0 = it * SEG;
       const uint base = row + (c0 / QK) * BLOCK_BYTES;
@@ -97,7 +113,7 @@ void main() {
       const uint n = min(SEG, p.cols - c0);
       for (uint j = 0u; j < n; ++j) {
         const float v = dq(base, j0 + j);
-        const uint xi = p.x_offset + t0 * p.cols + c0 + j;
+        const uint xi = x_offset + t0 * p.cols + c0 + j;
         [[unroll]] for (uint k = 0u; k < NT; ++k)
           if (k < nt) acc[k] += v * X[xi + k * p.cols];
       }
@@ -112,6 +128,6 @@ void main() {
     barrier();
   }
   if (in_range && lane == 0u) {
-    for (uint k = 0u; k < nt; ++k) Y[p.y_offset + (t0 + k) * p.y_stride + r] = partial[k][lid];
+    for (uint k = 0u; k < nt; ++k) Y[y_offset + (t0 + k) * p.y_stride + r] = partial[k][lid];
   }
 }

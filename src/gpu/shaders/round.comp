@@ -6,6 +6,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "ops.glsl"
+#include "half.glsl"
 
 layout(push_constant) uniform Push {
   uint n;     // elements (a multiple of the block for modes 3 and 4)
@@ -61,7 +62,7 @@ void main() {
   if (p.mode == 1u || p.mode == 2u) {
     if (id >= p.n) return;
     const float v = A[p.x_off + id];
-    A[p.y_off + id] = p.mode == 1u ? unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x : to_bf16(v);
+    A[p.y_off + id] = p.mode == 1u ? f16_value(f16_bits(v)) : to_bf16(v);
     return;
   }
   const uint qk = p.mode == 3u ? 32u : 256u;

@@ -26,6 +26,7 @@ struct ProductPush {
   uint32_t y_offset = 0;
   uint32_t y_stride = 0;
   uint32_t n_tok = 0;
+  uint32_t table_off = 0xffffffffu;  // the grouped form's table in X (VulkanStep::products_grouped); none
 };
 
 class Pipelines {

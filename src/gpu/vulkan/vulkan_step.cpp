@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <tuple>
 
 #include "gpu/vulkan/vulkan_backend.h"
 #include "util/error.h"
@@ -62,6 +63,8 @@ VulkanStep::VulkanStep(VulkanBackend& backend) : be_(backend) {
   }
   downloads_.reserve(64);
   regions_.reserve(8192);
+  entries_.reserve(1024);
+  table_host_.reserve(4096);
 }
 
 DevArray VulkanStep::alloc(int64_t n) {
@@ -97,7 +100,7 @@ int VulkanStep::kv_cache(int64_t n_ctx, int64_t n_kv) {
   return static_cast<int>(kv_.size() - 1);
 }
 
-void VulkanStep::finish_setup() {
+void VulkanStep::finish_setup(int64_t staging_floats) {
   assert(!ready_);
   const uint64_t bytes = std::max<uint64_t>(floats_, 4) * sizeof(float);
   if (bytes > be_.device().max_storage_buffer_range) {
@@ -105,21 +108,38 @@ void VulkanStep::finish_setup() {
          "lower the batch size (-b) or the context (-c)",
          bytes, be_.device().max_storage_buffer_range, be_.device().name);
   }
-  arena_ = Buffer(be_.device_, bytes, BufferKind::device_local, "the GPU step's activations");
-  up_stage_ = Buffer(be_.device_, bytes, BufferKind::staging, "the GPU step's uploads");
-  down_stage_ = Buffer(be_.device_, bytes, BufferKind::readback, "the GPU step's downloads");
-  arena_set_ = be_.make_set(arena_, arena_, arena_);
-  for (Kv& kv : kv_) kv.set = be_.make_set(kv.buffer, arena_, arena_);
-  for (auto& [host, pl] : be_.placed_) {
-    for (VulkanBackend::Chunk& c : pl.chunks) c.step_set = be_.make_set(c.buffer, arena_, arena_);
+  uint64_t stage = staging_floats > 0 ? static_cast<uint64_t>(staging_floats) * sizeof(float) : bytes;
+  for (const auto& [span, arr] : constants_) stage = std::max<uint64_t>(stage, span.size() * sizeof(float));
+  try {
+    arena_ = Buffer(be_.device_, bytes, BufferKind::device_local, "the GPU step's activations");
+    up_stage_ = Buffer(be_.device_, std::min(stage, bytes), BufferKind::staging, "the GPU step's uploads");
+    down_stage_ = Buffer(be_.device_, std::min(stage, bytes), BufferKind::readback, "the GPU step's downloads");
+    arena_set_ = be_.make_set(arena_, arena_, arena_);
+    for (Kv& kv : kv_) kv.set = be_.make_set(kv.buffer, arena_, arena_);
+    for (auto& [host, pl] : be_.placed_) {
+      for (VulkanBackend::Chunk& c : pl.chunks) c.step_set = be_.make_set(c.buffer, arena_, arena_);
+    }
+  } catch (const vk::SystemError& e) {
+    fail("Vulkan: cannot set up the GPU step on {} ({})", be_.device().name, e.what());
   }
   ready_ = true;
-  // Zeroed, then the constants in place: one submission.
+  // Zeroed, then the constants in place: one submission (or more, when they exceed the staging buffer).
   begin_op(false);
   cmd_.fillBuffer(*arena_.get(), 0, VK_WHOLE_SIZE, 0);
   for (const auto& [span, arr] : constants_) upload(span.data(), arr);
   submit();
   constants_.clear();
+}
+
+void VulkanStep::check_product(const quant::WeightView& w) const {
+  if (be_.find(w) == nullptr) {
+    fail("GPU step: the {}-row {} product's weights are not on the GPU", w.rows, quant::type_name(w.type));
+  }
+  const int grid = activation_grid(w.type);
+  const int64_t block = grid == 3 ? 32 : grid == 4 ? 256 : 1;
+  if (be_.opts_.rounding == quant::ActivationRounding::match_ggml && w.cols % block != 0) {
+    fail("GPU step: rows of {} activations do not divide into blocks of {}", w.cols, block);
+  }
 }
 
 uint64_t VulkanStep::bytes() const {
@@ -147,14 +167,18 @@ void VulkanStep::begin_op(bool is_product) {
     // Under synchronization validation products are separated too: the layer judges a descriptor by its whole
     // bound range, so products writing disjoint parts of the arena read to it as hazards; with a barrier between
     // them every other barrier of the step is what it checks.
-    using A = vk::AccessFlagBits;
-    using P = vk::PipelineStageFlagBits;
-    cmd_.pipelineBarrier(P::eComputeShader | P::eTransfer, P::eComputeShader | P::eTransfer, {},
-                         vk::MemoryBarrier(A::eShaderWrite | A::eTransferWrite,
-                                           A::eShaderRead | A::eShaderWrite | A::eTransferRead | A::eTransferWrite),
-                         {}, {});
+    barrier();
   }
   last_was_product_ = is_product;
+}
+
+void VulkanStep::barrier() {
+  using A = vk::AccessFlagBits;
+  using P = vk::PipelineStageFlagBits;
+  cmd_.pipelineBarrier(P::eComputeShader | P::eTransfer, P::eComputeShader | P::eTransfer, {},
+                       vk::MemoryBarrier(A::eShaderWrite | A::eTransferWrite,
+                                         A::eShaderRead | A::eShaderWrite | A::eTransferRead | A::eTransferWrite),
+                       {}, {});
 }
 
 void VulkanStep::bind(std::string_view name, vk::DescriptorSet set, const void* push, uint32_t bytes) {
@@ -185,6 +209,7 @@ void VulkanStep::launch(uint64_t total) {
 void VulkanStep::upload(const float* src, DevArray dst) {
   check(dst, dst.size, "an upload");
   const uint64_t bytes = uint64_t{dst.size} * sizeof(float);
+  if (bytes > up_stage_.bytes()) fail("GPU step: an upload of {} bytes exceeds the {}-byte staging buffer", bytes, up_stage_.bytes());
   if (up_used_ + bytes > up_stage_.bytes()) submit();  // staging full: what is recorded runs first
   std::memcpy(up_stage_.mapped() + up_used_, src, bytes);
   begin_op(false);
@@ -195,6 +220,7 @@ void VulkanStep::upload(const float* src, DevArray dst) {
 void VulkanStep::download(DevArray src, float* dst) {
   check(src, src.size, "a download");
   const uint64_t bytes = uint64_t{src.size} * sizeof(float);
+  if (bytes > down_stage_.bytes()) fail("GPU step: a download of {} bytes exceeds the {}-byte staging buffer", bytes, down_stage_.bytes());
   if (down_used_ + bytes > down_stage_.bytes()) submit();
   begin_op(false);
   cmd_.copyBuffer(*arena_.get(), *down_stage_.get(), vk::BufferCopy(uint64_t{src.offset} * 4, down_used_, bytes));
@@ -297,9 +323,12 @@ void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int
   begin_op(true);
   const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(w.data - pl->host) / pl->row_bytes);
   const vk::Pipeline pipeline = *be_.pipelines_.product(w.type);
+  bool first = true;
   for (const VulkanBackend::Chunk& c : pl->chunks) {
     const int64_t lo = std::max(row0, c.row0), hi = std::min(row0 + w.rows, c.row0 + c.rows);
     if (lo >= hi) continue;
+    if (!first && be_.instance_.sync_validation()) barrier();  // as between products (begin_op)
+    first = false;
     const ProductPush p{u32(hi - lo),
                         u32(w.cols),
                         u32(static_cast<int64_t>(w.row_bytes)),
@@ -323,6 +352,86 @@ void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int
                   u32((n_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile),
                   (groups + Pipelines::kMaxGroupsX - 1) / Pipelines::kMaxGroupsX);
     ++dispatches_;
+  }
+}
+
+void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray table) {
+  check(table, static_cast<int64_t>(4 * ps.size()), "a grouped product's table");
+  // Each product's chunk: the one that holds all its rows, or none (it straddles two: dispatched on its own).
+  entries_.clear();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const GroupedProduct& g = ps[i];
+    const VulkanBackend::Placed* pl = be_.find(g.w);
+    if (pl == nullptr) fail("GPU step: a {}-row {} product whose weights are not on the GPU", g.w.rows, quant::type_name(g.w.type));
+    check(g.x, g.n_tok * g.w.cols, "a grouped product's input");
+    check(g.y, g.n_tok * g.w.rows, "a grouped product's output");
+    const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(g.w.data - pl->host) / pl->row_bytes);
+    const void* chunk = nullptr;
+    for (const VulkanBackend::Chunk& c : pl->chunks) {
+      if (row0 >= c.row0 && row0 + g.w.rows <= c.row0 + c.rows) chunk = &c;
+    }
+    if (g.n_tok > 0) entries_.push_back({chunk, i});
+  }
+  // Products of one chunk, type and shape run as one dispatch (workgroup z: the entry). Each output element is
+  // written by one workgroup, so neither the buckets' order nor the entries' changes a bit of the results.
+  std::stable_sort(entries_.begin(), entries_.end(), [&](const Entry& a, const Entry& b) {
+    const auto key = [&](const Entry& e) {
+      const quant::WeightView& w = ps[e.product].w;
+      return std::make_tuple(reinterpret_cast<uintptr_t>(e.chunk), static_cast<int>(w.type), w.rows, w.cols);
+    };
+    return key(a) < key(b);
+  });
+  table_host_.clear();
+  for (const Entry& e : entries_) {
+    const GroupedProduct& g = ps[e.product];
+    if (e.chunk == nullptr) continue;
+    const auto* c = static_cast<const VulkanBackend::Chunk*>(e.chunk);
+    const VulkanBackend::Placed* pl = be_.find(g.w);
+    const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(g.w.data - pl->host) / pl->row_bytes);
+    table_host_.insert(table_host_.end(), {u32((row0 - c->row0) * static_cast<int64_t>(g.w.row_bytes)), g.x.offset,
+                                           g.y.offset, u32(g.n_tok)});
+  }
+  if (!table_host_.empty()) {
+    static_assert(sizeof(uint32_t) == sizeof(float));
+    upload(reinterpret_cast<const float*>(table_host_.data()), table.sub(0, static_cast<int64_t>(table_host_.size())));
+  }
+  size_t row = 0;  // table entry of the next bucket
+  for (size_t i = 0; i < entries_.size();) {
+    const Entry& e = entries_[i];
+    const GroupedProduct& g = ps[e.product];
+    if (e.chunk == nullptr) {
+      product(g.w, g.x, g.y, g.n_tok);
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    int64_t max_tok = g.n_tok;
+    while (j < entries_.size() && entries_[j].chunk == e.chunk && ps[entries_[j].product].w.type == g.w.type &&
+           ps[entries_[j].product].w.rows == g.w.rows && ps[entries_[j].product].w.cols == g.w.cols) {
+      max_tok = std::max(max_tok, ps[entries_[j].product].n_tok);
+      ++j;
+    }
+    const auto* c = static_cast<const VulkanBackend::Chunk*>(e.chunk);
+    const uint32_t per_group = Pipelines::rows_per_group(u32(g.w.cols));
+    const uint32_t groups = (u32(g.w.rows) + per_group - 1) / per_group;
+    if (groups > Pipelines::kMaxGroupsX) fail("GPU step: a grouped product of {} rows is too tall", g.w.rows);
+    begin_op(true);
+    const vk::Pipeline pipeline = *be_.pipelines_.product(g.w.type);
+    if (pipeline != bound_pipeline_) {
+      cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, pipeline);
+      bound_pipeline_ = pipeline;
+    }
+    if (*c->step_set != bound_set_) {
+      cmd_.bindDescriptorSets(vk::PipelineBindPoint::eCompute, *be_.pipelines_.layout(), 0, *c->step_set, {});
+      bound_set_ = *c->step_set;
+    }
+    ProductPush p{u32(g.w.rows), u32(g.w.cols), u32(static_cast<int64_t>(g.w.row_bytes)), 0, 0, 0, u32(g.w.rows), 0};
+    p.table_off = u32(table.offset + 4 * row);
+    cmd_.pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);
+    cmd_.dispatch(groups, u32((max_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile), u32(j - i));
+    ++dispatches_;
+    row += j - i;
+    i = j;
   }
 }
 
@@ -358,7 +467,6 @@ void VulkanStep::submit() {
     cmd_.pipelineBarrier(P::eComputeShader | P::eTransfer, P::eHost, {},
                          vk::MemoryBarrier(A::eShaderWrite | A::eTransferWrite, A::eHostRead), {}, {});
     cmd_.end();
-    recording_ = false;
     // Ordered after every weight upload of the transfer queue, as the backend's own submissions are.
     const uint64_t signal = be_.compute_done_.next();
     const uint64_t uploaded = be_.transfer_done_.value();
@@ -374,10 +482,23 @@ void VulkanStep::submit() {
     be_.counters_.dispatches += dispatches_;
     be_.compute_done_.wait(signal);
   } catch (const vk::SystemError& e) {
+    discard();
     fail("Vulkan: a GPU step submission failed on {} ({})", be_.device().name, e.what());
+  } catch (...) {
+    discard();  // a timed-out or lost device (Timeline::wait): no download lands
+    throw;
   }
   for (const Download& d : downloads_) {
     std::memcpy(d.dst, down_stage_.mapped() + d.stage_offset, size_t{d.floats} * sizeof(float));
+  }
+  recording_ = false;
+  discard();
+}
+
+void VulkanStep::discard() {
+  if (recording_) {
+    cmd_.reset();
+    recording_ = false;
   }
   downloads_.clear();
   up_used_ = down_used_ = 0;

@@ -25,7 +25,8 @@ class VulkanStep final : public DeviceStep {
   DevArray alloc(int64_t n) override;
   DevArray constant(std::span<const float> v) override;
   int kv_cache(int64_t n_ctx, int64_t n_kv) override;
-  void finish_setup() override;
+  void finish_setup(int64_t staging_floats) override;
+  void check_product(const quant::WeightView& w) const override;
   uint64_t bytes() const override;
 
   void upload(const float* src, DevArray dst) override;
@@ -39,9 +40,11 @@ class VulkanStep final : public DeviceStep {
   void add(DevArray y, DevArray a, int64_t rows, int64_t n, bool broadcast) override;
   DevArray round_for(quant::GgmlType t, DevArray x, DevArray dst, int64_t rows, int64_t cols) override;
   void product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok) override;
+  void products_grouped(std::span<const GroupedProduct> ps, DevArray table) override;
   void gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst) override;
   void combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n) override;
   void submit() override;
+  void discard() override;
 
  private:
   struct Kv {
@@ -57,6 +60,8 @@ class VulkanStep final : public DeviceStep {
   // Begins the command buffer if needed and orders this op after the ones before it (consecutive products run
   // together).
   void begin_op(bool is_product);
+  // A memory barrier from every compute and transfer write before it to every access after it.
+  void barrier();
   // Binds kernel `name` with descriptor set `set` and pushes `bytes` of push constants.
   void bind(std::string_view name, vk::DescriptorSet set, const void* push, uint32_t bytes);
   // Dispatches enough 64-invocation workgroups for `total` invocations (continuing in y past 65535).
@@ -81,6 +86,13 @@ class VulkanStep final : public DeviceStep {
   vk::DescriptorSet bound_set_ = nullptr;
   std::vector<Download> downloads_;
   std::vector<vk::BufferCopy> regions_;  // gather()'s copies
+  // products_grouped()'s work: per product its chunk (null: it spans chunks, dispatched alone) and its buckets.
+  struct Entry {
+    const void* chunk = nullptr;
+    size_t product = 0;
+  };
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> table_host_;  // 4 words per grouped product
 };
 
 }  // namespace moetier::gpu::vk_impl
