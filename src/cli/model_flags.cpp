@@ -45,9 +45,9 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
       ->transform(whole<int64_t>(1));
   const char* gg = "GPU (Vulkan)";
   cmd.add_option("--n-gpu-layers,--gpu-layers", n_gpu_layers,
-                 "-ngl: blocks whose weights live on the GPU, counted from the last block (as llama.cpp); more "
-                 "than the model's block count (99) also puts the output head there, and the whole step runs on "
-                 "the GPU (llama, Mixtral, qwen3moe, gpt-oss); 0: CPU only")
+                 "-ngl: blocks on the GPU, counted from the last block (as llama.cpp); more than the model's "
+                 "block count (99) also puts the output head there. llama, Mixtral, qwen3moe and gpt-oss run "
+                 "those blocks whole on the GPU, other architectures their weight products; 0: CPU only")
       ->capture_default_str()
       ->transform(whole<int>(0, 1 << 20))
       ->group(gg);

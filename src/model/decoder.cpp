@@ -63,9 +63,9 @@ void DecoderModel::setup(const DecoderSizes& s) {
   tmp_ = backend_->activations(static_cast<size_t>(B * D));
   route_.assign(static_cast<size_t>(B * K), 0);
   if (gpu_ != nullptr) info_.gpu += "; " + try_gpu_step(s);
-  // The KV cache in RAM, unless the step runs on the GPU, which holds its own.
+  // The KV cache in RAM, unless every block runs on the GPU step, which holds its own.
   kv_.clear();
-  if (gpu_blocks_ == nullptr) {
+  if (gpu_blocks_ == nullptr || gpu_first_ > 0) {
     const std::vector<int64_t> kv_widths = s.layer_kv_width.empty()
                                                ? std::vector<int64_t>(static_cast<size_t>(hp_.n_layer), s.kv_width)
                                                : s.layer_kv_width;
@@ -75,13 +75,17 @@ void DecoderModel::setup(const DecoderSizes& s) {
 
 std::string DecoderModel::try_gpu_step(const DecoderSizes& s) {
   const char* per_product = "the other work of a step on the CPU, each GPU product a submission";
-  if (!gpu_whole_) return fmt::format("{} (the whole step runs on the GPU with every block and the output head: -ngl {})", per_product, hp_.n_layer + 1);
-  if (!layers_are_shared_blocks()) return fmt::format("{} (the GPU step does not have {}'s blocks yet)", per_product, info_.architecture);
-  if (opts_.kv_type != KvType::f16) return fmt::format("{} (the GPU step keeps an F16 KV cache: --kv-type f16)", per_product);
+  if (gpu_first_ >= hp_.n_layer) return fmt::format("{} (no block on the GPU)", per_product);
+  if (!gpu_kernels_) return fmt::format("{} (tensors without a GPU kernel)", per_product);
+  if (!layers_are_shared_blocks())
+    return fmt::format("{} (the GPU step does not have {}'s blocks yet)", per_product, info_.architecture);
+  if (opts_.kv_type != KvType::f16)
+    return fmt::format("{} (the GPU step keeps an F16 KV cache: --kv-type f16)", per_product);
   GpuBlockSizes gs;
   gs.n_embd = hp_.n_embd;
   gs.n_batch = info_.n_batch;
   gs.n_layer = hp_.n_layer;
+  gs.first_layer = gpu_first_;
   gs.n_seq = opts_.n_seq;
   gs.n_ctx = info_.n_ctx;
   gs.n_vocab = hp_.n_vocab;
@@ -97,17 +101,19 @@ std::string DecoderModel::try_gpu_step(const DecoderSizes& s) {
     // A dry pass over the layers notes the constants each block reads; the routed experts' biases are found in
     // the file's stacked tensors.
     gpu_blocks_->set_registering(true);
-    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+    for (int64_t il = gpu_first_; il < hp_.n_layer; ++il) {
+      cur_layer_ = il;
       layer(il, x_.host(), 0, 1, nullptr);
       if (!moe_.is_moe(il)) continue;
       for (const char* name : {"ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"}) {
         const gguf::TensorInfo* t = file_.find(gguf::block_tensor(il, name));
         if (t != nullptr && t->type == quant::GgmlType::F32) {
-          gpu_blocks_->register_constant({reinterpret_cast<const float*>(t->data), static_cast<size_t>(t->n_elements())});
+          gpu_blocks_->register_constant(
+              {reinterpret_cast<const float*>(t->data), static_cast<size_t>(t->n_elements())});
         }
       }
     }
-    gpu_blocks_->logits(out_norm_, output_, 0, 1, nullptr);
+    if (gpu_output_) gpu_blocks_->logits(out_norm_, output_, 0, 1, nullptr);
     gpu_blocks_->set_registering(false);
     gpu_blocks_->finish_setup();
   } catch (const std::exception& e) {  // moetier::Error, or std::bad_alloc sizing the host tables
@@ -116,10 +122,15 @@ std::string DecoderModel::try_gpu_step(const DecoderSizes& s) {
     return fmt::format("{} (the step does not fit on the GPU: {})", per_product, e.what());
   }
   constexpr double kMiB = 1024.0 * 1024.0;
-  return fmt::format("the whole step on the GPU ({:.1f} MiB of activations and KV cache in device memory; one "
-                     "submission per token{})",
-                     static_cast<double>(gpu_blocks_->bytes()) / kMiB,
-                     info_.n_moe_layers > 0 ? " and per MoE layer, whose routing the host reads" : "");
+  const std::string where =
+      gpu_first_ == 0 && gpu_output_
+          ? std::string("the whole step on the GPU")
+          : fmt::format("the step on the GPU from block {}{}{}", gpu_first_,
+                        gpu_first_ > 0 ? fmt::format(" (blocks below {} on the CPU)", gpu_first_) : "",
+                        gpu_output_ ? "" : ", the output head on the CPU");
+  return fmt::format("{} ({:.1f} MiB of activations and KV cache in device memory; one submission per token{})",
+                     where, static_cast<double>(gpu_blocks_->bytes()) / kMiB,
+                     info_.n_moe_layers > 0 ? " and per MoE layer on the GPU, whose routing the host reads" : "");
 }
 
 std::unique_ptr<compute::Backend> DecoderModel::with_gpu(std::unique_ptr<compute::Backend> cpu, int64_t max_cols,
@@ -162,7 +173,9 @@ std::unique_ptr<compute::Backend> DecoderModel::with_gpu(std::unique_ptr<compute
   }
   gpu_ = g.get();
   cpu_ = cpu.get();
-  gpu_whole_ = plan.first_layer == 0 && plan.output && no_kernel == 0;
+  gpu_first_ = plan.first_layer;
+  gpu_output_ = plan.output;
+  gpu_kernels_ = no_kernel == 0;
   if (plan.expert_layers > 0) {
     gpu_expert_first_ = plan.first_expert_block;
     gpu_expert_last_ = plan.last_expert_block;
@@ -220,8 +233,9 @@ void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::sp
 void DecoderModel::forward_layers(float* x, int64_t pos, int64_t n, std::span<float> logits, LogitsMode mode,
                                   std::span<int32_t> routing) {
   const int64_t D = hp_.n_embd, K = info_.n_expert_used, L = info_.n_moe_layers;
-  if (gpu_blocks_ != nullptr) gpu_blocks_->begin(x, n);
   for (int64_t il = 0; il < hp_.n_layer; ++il) {
+    cur_layer_ = il;
+    if (gpu_blocks_ != nullptr && il == gpu_first_) gpu_blocks_->begin(x, n);  // the residual stream moves up
     const int64_t m = moe_.ordinal(il);
     const bool record = m >= 0 && !routing.empty();
     layer(il, x, pos, n, record ? route_.data() : nullptr);
@@ -230,9 +244,10 @@ void DecoderModel::forward_layers(float* x, int64_t pos, int64_t n, std::span<fl
     }
   }
   const int64_t first = mode == LogitsMode::all ? 0 : n - 1, rows = mode == LogitsMode::all ? n : 1;
-  if (gpu_blocks_ != nullptr) {
+  if (gpu_blocks_ != nullptr && gpu_output_) {
     gpu_blocks_->logits(out_norm_, output_, first, rows, logits.data());
   } else {
+    if (gpu_blocks_ != nullptr) gpu_blocks_->end(x + first * D, first, rows);  // the rows the head reads come down
     rms_norm(x + first * D, out_norm_.data(), xn_.host(), rows, D, hp_.norm_eps);
     backend_->matmul(output_, xn_.host(), logits.data(), rows);
   }
@@ -246,7 +261,7 @@ void DecoderModel::set_sequence(int seq) {
 
 void DecoderModel::attention_block(int64_t il, float* x, const std::vector<float>& norm, Attention& attn,
                                    const AttentionWeights& w, int64_t pos0, int64_t n_tok) {
-  if (gpu_blocks_ != nullptr) return gpu_blocks_->attention_block(il, seq_, norm, attn, w, pos0, n_tok);
+  if (on_gpu_step()) return gpu_blocks_->attention_block(il, seq_, norm, attn, w, pos0, n_tok);
   rms_norm(x, norm.data(), xn_.host(), n_tok, hp_.n_embd, hp_.norm_eps);
   attn.forward(w, kv_[static_cast<size_t>(seq_)], il, xn_.host(), pos0, n_tok, tmp_.host(), *backend_);
   add_residual(x, tmp_.host(), n_tok * hp_.n_embd);
@@ -254,14 +269,14 @@ void DecoderModel::attention_block(int64_t il, float* x, const std::vector<float
 
 void DecoderModel::ffn_block(float* x, const std::vector<float>& norm, DenseFfn& ffn, const FfnWeights& w,
                              int64_t n_tok) {
-  if (gpu_blocks_ != nullptr) return gpu_blocks_->ffn_block(norm, w, ffn.glu_config(), n_tok);
+  if (on_gpu_step()) return gpu_blocks_->ffn_block(norm, w, ffn.glu_config(), n_tok);
   rms_norm(x, norm.data(), xn_.host(), n_tok, hp_.n_embd, hp_.norm_eps);
   ffn.forward(w, xn_.host(), n_tok, tmp_.host(), *backend_);
   add_residual(x, tmp_.host(), n_tok * hp_.n_embd);
 }
 
 void DecoderModel::moe_block(int64_t il, float* x, const std::vector<float>& norm, int64_t n_tok, int32_t* routing) {
-  if (gpu_blocks_ != nullptr) {
+  if (on_gpu_step()) {
     if (il >= gpu_expert_first_ && il <= gpu_expert_last_) {
       return gpu_blocks_->moe_block_gpu(il, norm, moe_, moe_.ffn().glu_config(), n_tok, routing);
     }

@@ -52,8 +52,8 @@ class DecoderModel : public Model {
   // n_expert_used] for the block's chosen experts (MoE blocks only).
   virtual void layer(int64_t il, float* x, int64_t pos0, int64_t n_tok, int32_t* routing) = 0;
   // Whether layer() is made of attention_block, ffn_block and moe_block alone, touching x through them only:
-  // with every block and the output head on the GPU (-ngl above n_layer) the whole step then runs there
-  // (model/gpu_blocks.h), and x is not read or written on the host during it.
+  // the blocks that -ngl puts on the GPU then run there whole (model/gpu_blocks.h), and x is not read or written
+  // on the host during them.
   virtual bool layers_are_shared_blocks() const { return false; }
 
   // x[n] += y[n]: a block's output joins the residual stream.
@@ -98,13 +98,18 @@ class DecoderModel : public Model {
   // joined to `cpu` for the rest; fills info_.gpu. max_cols and max_tok size the GPU's activation buffers.
   std::unique_ptr<compute::Backend> with_gpu(std::unique_ptr<compute::Backend> cpu, int64_t max_cols,
                                              int64_t max_tok);
-  // Moves the whole step onto the GPU when it can (every block and the output head placed, shared blocks, an F16
-  // KV cache); otherwise the reason it cannot, for the start log.
+  // Moves the blocks -ngl placed (and the output head, when placed) onto the GPU step when it can (shared blocks,
+  // every placed type with a kernel, an F16 KV cache); says what it did, or why it could not, for the start log.
   std::string try_gpu_step(const DecoderSizes& sizes);
+  // Whether the block forward_layers() is running (cur_layer_) runs on the GPU step.
+  bool on_gpu_step() const { return gpu_blocks_ != nullptr && cur_layer_ >= gpu_first_; }
   gpu::GpuBackend* gpu_ = nullptr;         // inside backend_, with -ngl
   compute::Backend* cpu_ = nullptr;        // inside backend_, with -ngl: the CPU experts' backend
   int64_t gpu_expert_first_ = 0, gpu_expert_last_ = -1;  // the blocks whose routed experts are on the GPU
-  bool gpu_whole_ = false;                 // every block and the output head are on the GPU
+  int64_t gpu_first_ = 0;                  // blocks gpu_first_ .. n_layer - 1 are placed (n_layer: none)
+  bool gpu_output_ = false;                // the output head is placed
+  bool gpu_kernels_ = false;               // every placed tensor's type has a GPU kernel
+  int64_t cur_layer_ = 0;                  // the block forward_layers() is in
   std::unique_ptr<GpuBlocks> gpu_blocks_;  // the step on the GPU, when try_gpu_step succeeded
   std::vector<int32_t> route_;   // [n_batch, n_expert_used]: one MoE layer's routing
   // forward() after its checks and the embedding lookup into x: the layers and the logits (before the soft-cap).

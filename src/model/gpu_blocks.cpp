@@ -25,7 +25,7 @@ gpu::GluKind glu_kind(const GluConfig& c) {
 GpuBlocks::GpuBlocks(gpu::DeviceStep& step, const GpuBlockSizes& s) : step_(step), s_(s) {
   const int64_t B = s.n_batch, D = s.n_embd, C = s.max_cols, K = std::max<int64_t>(s.n_expert_used, 1);
   const int64_t F = s.n_ff_exp, BK = B * K;
-  const int64_t max_kv = *std::max_element(s.kv_width.begin(), s.kv_width.end());
+  const int64_t max_kv = *std::max_element(s.kv_width.begin() + s.first_layer, s.kv_width.end());
   x_ = step.alloc(B * D);
   xn_ = step.alloc(B * D);
   out_ = step.alloc(B * D);
@@ -50,7 +50,9 @@ GpuBlocks::GpuBlocks(gpu::DeviceStep& step, const GpuBlockSizes& s) : step_(step
   logit_rows_ = std::clamp<int64_t>((int64_t{1} << 24) / s.n_vocab, 1, B);
   logits_ = step.alloc(logit_rows_ * s.n_vocab);
   for (int64_t q = 0; q < s.n_seq; ++q) {
-    for (int64_t l = 0; l < s.n_layer; ++l) kv_.push_back(step.kv_cache(s.n_ctx, s.kv_width[static_cast<size_t>(l)]));
+    for (int64_t l = 0; l < s.n_layer; ++l) {
+      kv_.push_back(l >= s.first_layer ? step.kv_cache(s.n_ctx, s.kv_width[static_cast<size_t>(l)]) : -1);
+    }
   }
   table_host_.resize(static_cast<size_t>(B * C));
   mix_host_.resize(static_cast<size_t>(BK * 2));
@@ -95,7 +97,8 @@ gpu::DevArray GpuBlocks::dev(std::span<const float> v) {
   if (it != consts_.begin()) {
     const auto& [span, arr] = *--it;
     const auto off = v.data() - span.data();
-    if (off >= 0 && static_cast<size_t>(off) + v.size() <= span.size()) return arr.sub(off, static_cast<int64_t>(v.size()));
+    if (off >= 0 && static_cast<size_t>(off) + v.size() <= span.size())
+      return arr.sub(off, static_cast<int64_t>(v.size()));
   }
   fail("GPU step: a constant of {} floats was not registered at setup", v.size());
 }
@@ -126,7 +129,8 @@ void GpuBlocks::attention_block(int64_t il, int seq, std::span<const float> norm
   const AttentionConfig& c = attn.config();
   assert(!c.v_norm && !c.output_gate && !w.wv.empty());  // the architectures that run here have neither
   // attention.comp holds a query head in 256 floats of shared memory and reads the cache two halves a word.
-  if (c.head_dim > 256 || c.head_dim % 2 != 0) fail("the GPU attention takes even head sizes up to 256, not {}", c.head_dim);
+  if (c.head_dim > 256 || c.head_dim % 2 != 0)
+    fail("the GPU attention takes even head sizes up to 256, not {}", c.head_dim);
   const gpu::DevArray g = dev(norm), bq = dev_or_empty(w.bq), bk = dev_or_empty(w.bk), bv = dev_or_empty(w.bv),
                       bo = dev_or_empty(w.bo), qn = dev_or_empty(w.q_norm), kn = dev_or_empty(w.k_norm),
                       sinks = dev_or_empty(w.sinks);
@@ -227,7 +231,8 @@ void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers
   for (const int32_t e : ffn.chosen()) {
     const moe::ExpertWeights& w = delivered_[static_cast<size_t>(e)];
     const int64_t p0 = ffn.start(e), c = ffn.count(e);
-    if (w.gate_bias != nullptr) step_.add(gate_.sub(p0 * F, c * F), dev({w.gate_bias, static_cast<size_t>(F)}), c, F, true);
+    if (w.gate_bias != nullptr)
+      step_.add(gate_.sub(p0 * F, c * F), dev({w.gate_bias, static_cast<size_t>(F)}), c, F, true);
     if (w.up_bias != nullptr) step_.add(up_.sub(p0 * F, c * F), dev({w.up_bias, static_cast<size_t>(F)}), c, F, true);
   }
   step_.glu(glu_kind(glu), glu.alpha, glu.limit, gate_, up_, gate_, P * F);
@@ -284,6 +289,11 @@ void GpuBlocks::moe_block_cpu(int64_t il, std::span<const float> norm, MoeLayers
   moe.forward(il, xn_host, n_tok, out_host, routing, cpu);
   step_.upload(out_host, out_.sub(0, n_tok * D));
   step_.add(x_, out_, n_tok, D, false);
+}
+
+void GpuBlocks::end(float* x_host, int64_t first, int64_t rows) {
+  step_.download(x_.sub(first * s_.n_embd, rows * s_.n_embd), x_host);
+  step_.submit();
 }
 
 void GpuBlocks::logits(std::span<const float> out_norm, const quant::WeightView& output, int64_t first, int64_t rows,

@@ -1,5 +1,6 @@
-// The shared pre-norm blocks of model/decoder.h on the GPU, for a model whose every block and output head -ngl put
-// there: the residual stream, the normalised input, the attention's Q/K/V, the KV cache (binary16) and the FFN
+// The shared pre-norm blocks of model/decoder.h on the GPU, for the blocks -ngl put there (the last ones, from
+// first_layer) and the output head when it is placed: the residual stream enters at first_layer (one upload per
+// call) and, the normalised input, the attention's Q/K/V, the KV cache (binary16) and the FFN
 // activations stay in device memory (gpu/step.h), and a step records its kernels into one command buffer. The
 // host sees results only where it must act on them:
 //   - a MoE block whose routed experts are on the GPU downloads the router logits, routes on the host (the same
@@ -7,8 +8,8 @@
 //     intact) and records the chosen experts' products, their GLU and the weighted sum;
 //   - a MoE block whose experts stay in RAM (--n-cpu-moe, or streamed) downloads its normalised input, runs the CPU
 //     MoE block on it and uploads the block's output, which joins the residual stream on the GPU;
-//   - the logits.
-// So a token takes one submission per MoE layer plus one (a dense model: one).
+//   - the logits, or with the output head on the CPU the rows of the residual stream it reads.
+// So a token takes one submission per MoE layer on the GPU plus one (a dense model: one).
 //
 // The constants (norm gains, biases, sinks, the routed experts' biases) are registered in a dry pass over the
 // layers at setup (set_registering), before DeviceStep::finish_setup; a block then finds them by address.
@@ -33,7 +34,8 @@ struct GpuBlockSizes {
   int64_t n_embd = 0;
   int64_t n_batch = 0;       // most tokens of one forward call
   int64_t n_layer = 0;
-  int64_t n_seq = 1;         // KV caches: one per (sequence, layer)
+  int64_t first_layer = 0;   // blocks first_layer .. n_layer - 1 run here
+  int64_t n_seq = 1;         // KV caches: one per (sequence, block run here)
   int64_t n_ctx = 0;
   int64_t n_vocab = 0;
   int64_t max_cols = 0;      // widest product input (DecoderSizes::max_cols)
@@ -73,6 +75,9 @@ class GpuBlocks final : private moe::ExpertConsumer {
   // logits[rows, n_vocab] = output (rmsnorm(x[first .. first + rows - 1]) * out_norm); ends the step.
   void logits(std::span<const float> out_norm, const quant::WeightView& output, int64_t first, int64_t rows,
               float* logits);
+  // x_host[rows, n_embd] = rows first .. first + rows - 1 of the residual stream, for an output head on the CPU;
+  // ends the step.
+  void end(float* x_host, int64_t first, int64_t rows);
 
  private:
   void on_experts(std::span<const int32_t> experts, std::span<const moe::ExpertWeights> weights) override;
@@ -104,7 +109,7 @@ class GpuBlocks final : private moe::ExpertConsumer {
   gpu::DevArray table_down_;  // [n_expert, 4]: the same for their downs
   gpu::DevArray logits_;   // [logit_rows_, n_vocab]
   int64_t logit_rows_ = 1;
-  std::vector<int> kv_;    // [n_seq * n_layer]: KV cache index of (seq, layer)
+  std::vector<int> kv_;    // [n_seq * n_layer]: KV cache index of (seq, layer); -1 below first_layer
   std::vector<float> table_host_;  // [n_batch, max_cols]
   std::vector<float> mix_host_;    // [n_batch * n_expert_used, 2]
   std::vector<int32_t> rows_host_;  // [n_batch * n_expert_used]: token of each grouped position

@@ -1,9 +1,9 @@
 // Which weights -ngl and --n-cpu-moe put on the GPU, in llama.cpp's words:
 //   -ngl N (n_gpu_layers): the products of the last N blocks (blocks n_layer - N .. n_layer - 1) read device-local
 //     copies of their weights; N > n_layer also places the output head (the token embeddings when the file ties
-//     them). With every block and the output head placed, the architectures built from the shared blocks run
-//     the whole step on the GPU (model/gpu_blocks.h); otherwise the norms, RoPE, attention and the activations
-//     stay on the CPU and every placed product's input and output cross PCIe once per call.
+//     them). The architectures built from the shared blocks run the placed blocks whole on the GPU
+//     (model/gpu_blocks.h); for the others the norms, RoPE, attention and the activations stay on the CPU and
+//     every placed product's input and output cross PCIe once per call.
 //   --n-cpu-moe N (n_cpu_moe): the routed experts of blocks 0 .. N - 1 stay in RAM and run on the CPU even when
 //     their block is on the GPU. Streamed experts (--experts stream) always run on the CPU.
 // The plan is made from the matrices the architecture bound (gguf::TensorBinder::matrices) and the file's stacked

@@ -30,6 +30,7 @@ TEST(CliGpu, AllLayersOnTheGpuPrintTheCpuText) {
   EXPECT_NE(log.output.find("blocks 0..3 of 4 and the output head; the routed experts of blocks 0..3"),
             std::string::npos)
       << log.output;
+  EXPECT_NE(log.output.find("the whole step on the GPU"), std::string::npos) << log.output;
   EXPECT_EQ(log.output.find("vulkan validation"), std::string::npos) << log.output;
   // The summary counts the GPU's work: with every block on the GPU each step submits and dispatches.
   unsigned long long submissions = 0, dispatches = 0;
@@ -57,6 +58,10 @@ TEST(CliGpu, PartialOffloadCountsFromTheLastBlock) {
   const auto r = test::run_cli(kRun + " --n-gpu-layers 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("block 3 of 4; the routed experts of block 3"), std::string::npos) << r.output;
+  // The last block runs on the GPU step; the blocks before it and the output head stay on the CPU.
+  EXPECT_NE(r.output.find("the step on the GPU from block 3 (blocks below 3 on the CPU), the output head on the CPU"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(CliGpu, BadPlacementValuesAreRefused) {

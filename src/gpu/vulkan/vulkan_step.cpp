@@ -209,7 +209,8 @@ void VulkanStep::launch(uint64_t total) {
 void VulkanStep::upload(const float* src, DevArray dst) {
   check(dst, dst.size, "an upload");
   const uint64_t bytes = uint64_t{dst.size} * sizeof(float);
-  if (bytes > up_stage_.bytes()) fail("GPU step: an upload of {} bytes exceeds the {}-byte staging buffer", bytes, up_stage_.bytes());
+  if (bytes > up_stage_.bytes())
+    fail("GPU step: an upload of {} bytes exceeds the {}-byte staging buffer", bytes, up_stage_.bytes());
   if (up_used_ + bytes > up_stage_.bytes()) submit();  // staging full: what is recorded runs first
   std::memcpy(up_stage_.mapped() + up_used_, src, bytes);
   begin_op(false);
@@ -220,7 +221,8 @@ void VulkanStep::upload(const float* src, DevArray dst) {
 void VulkanStep::download(DevArray src, float* dst) {
   check(src, src.size, "a download");
   const uint64_t bytes = uint64_t{src.size} * sizeof(float);
-  if (bytes > down_stage_.bytes()) fail("GPU step: a download of {} bytes exceeds the {}-byte staging buffer", bytes, down_stage_.bytes());
+  if (bytes > down_stage_.bytes())
+    fail("GPU step: a download of {} bytes exceeds the {}-byte staging buffer", bytes, down_stage_.bytes());
   if (down_used_ + bytes > down_stage_.bytes()) submit();
   begin_op(false);
   cmd_.copyBuffer(*arena_.get(), *down_stage_.get(), vk::BufferCopy(uint64_t{src.offset} * 4, down_used_, bytes));
@@ -257,7 +259,8 @@ void VulkanStep::kv_store(int kv, DevArray k, DevArray v, int64_t pos0, int64_t 
   const Kv& c = kv_.at(static_cast<size_t>(kv));
   check(k, n_tok * c.n_kv, "a KV store's keys");
   check(v, n_tok * c.n_kv, "a KV store's values");
-  if (pos0 < 0 || pos0 + n_tok > c.n_ctx) fail("GPU step: positions {}..{} outside a KV cache of {}", pos0, pos0 + n_tok - 1, c.n_ctx);
+  if (pos0 < 0 || pos0 + n_tok > c.n_ctx)
+    fail("GPU step: positions {}..{} outside a KV cache of {}", pos0, pos0 + n_tok - 1, c.n_ctx);
   begin_op(false);
   const KvStorePush p{u32(n_tok), u32(c.n_kv), u32(pos0), u32(c.n_ctx), k.offset, v.offset};
   bind("kv_store", *c.set, &p, sizeof(p));
@@ -271,10 +274,12 @@ void VulkanStep::attention(const AttentionOp& op, DevArray q, DevArray out) {
   check(q, op.n_tok * op.n_head * op.head_dim, "an attention's queries");
   check(out, op.n_tok * op.n_head * op.head_dim, "an attention's output");
   if (!op.sinks.empty()) check(op.sinks, op.n_head, "an attention's sinks");
-  if (op.pos0 < 0 || op.pos0 + op.n_tok > c.n_ctx) fail("GPU step: attention positions outside a KV cache of {}", c.n_ctx);
+  if (op.pos0 < 0 || op.pos0 + op.n_tok > c.n_ctx)
+    fail("GPU step: attention positions outside a KV cache of {}", c.n_ctx);
   begin_op(false);
-  const AttentionPush p{u32(op.n_head), u32(op.n_head_kv), u32(op.head_dim), u32(op.pos0), u32(c.n_ctx),
-                        u32(std::clamp<int64_t>(op.window, 0, c.n_ctx)), q.offset, out.offset, op.sinks.empty() ? kNone : op.sinks.offset, op.scale};
+  const uint32_t window = u32(std::clamp<int64_t>(op.window, 0, c.n_ctx));  // a window past the cache: unlimited
+  const AttentionPush p{u32(op.n_head), u32(op.n_head_kv), u32(op.head_dim), u32(op.pos0), u32(c.n_ctx), window,
+                        q.offset, out.offset, op.sinks.empty() ? kNone : op.sinks.offset, op.scale};
   bind("attention", *c.set, &p, sizeof(p));
   cmd_.dispatch(u32(op.n_head), u32(op.n_tok), 1);  // one workgroup per (head, token)
   ++dispatches_;
@@ -316,7 +321,8 @@ DevArray VulkanStep::round_for(quant::GgmlType t, DevArray x, DevArray dst, int6
 
 void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok) {
   const VulkanBackend::Placed* pl = be_.find(w);
-  if (pl == nullptr) fail("GPU step: a {}-row {} product whose weights are not on the GPU", w.rows, quant::type_name(w.type));
+  if (pl == nullptr)
+    fail("GPU step: a {}-row {} product whose weights are not on the GPU", w.rows, quant::type_name(w.type));
   check(x, n_tok * w.cols, "a product's input");
   check(y, n_tok * w.rows, "a product's output");
   if (n_tok == 0) return;
@@ -362,7 +368,8 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
   for (size_t i = 0; i < ps.size(); ++i) {
     const GroupedProduct& g = ps[i];
     const VulkanBackend::Placed* pl = be_.find(g.w);
-    if (pl == nullptr) fail("GPU step: a {}-row {} product whose weights are not on the GPU", g.w.rows, quant::type_name(g.w.type));
+    if (pl == nullptr)
+      fail("GPU step: a {}-row {} product whose weights are not on the GPU", g.w.rows, quant::type_name(g.w.type));
     check(g.x, g.n_tok * g.w.cols, "a grouped product's input");
     check(g.y, g.n_tok * g.w.rows, "a grouped product's output");
     const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(g.w.data - pl->host) / pl->row_bytes);
