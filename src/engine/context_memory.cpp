@@ -25,6 +25,9 @@ ContextBytes context_bytes(const model::ArchSummary& s, int64_t n_ctx, model::Kv
   b.scores = mul_sat(mul_sat(mul_sat(ctx, static_cast<uint64_t>(s.max_query_heads_per_kv)),
                              static_cast<uint64_t>(std::max(threads, 1))),
                      sizeof(float));
+  b.recurrent = mul_sat(mul_sat(static_cast<uint64_t>(std::max<int64_t>(s.recurrent_floats_per_sequence, 0)),
+                                static_cast<uint64_t>(std::max(n_seq, 1))),
+                        sizeof(float));
   return b;
 }
 

@@ -188,11 +188,14 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                            info.n_expert_used);
   }
   log("model", fmt::format("{} ({}, {} layers, n_embd {}, n_vocab {}{}), context {} tokens{}, KV cache {}{} ({:.1f} "
-                           "MiB) + attention scores ({:.1f} MiB), loaded in {:.2f} s",
+                           "MiB) + attention scores ({:.1f} MiB){}, loaded in {:.2f} s",
                            cfg.model, info.architecture, info.n_layer, info.n_embd, info.n_vocab, moe_part, info.n_ctx,
                            cfg.n_ctx > 0 ? "" : " (the model's default)", model::kv_type_name(cfg.kv_type),
                            info.n_seq > 1 ? fmt::format(" x {} sequences", info.n_seq) : "",
                            static_cast<double>(ctx_bytes.kv) / kMiB, static_cast<double>(ctx_bytes.scores) / kMiB,
+                           ctx_bytes.recurrent > 0 ? fmt::format(" + recurrent state ({:.1f} MiB)",
+                                                                 static_cast<double>(ctx_bytes.recurrent) / kMiB)
+                                                   : "",
                            e->load_seconds_));
   if (!info.gpu.empty()) log("gpu", info.gpu);
   if (cfg.n_gpu_layers == 0 && (cfg.n_cpu_moe > 0 || cfg.gpu_device > 0)) {

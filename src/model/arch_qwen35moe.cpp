@@ -298,6 +298,8 @@ ArchSummary summarize_qwen35moe(const gguf::GgufModel& file) {
   int64_t per_position = 0;
   for (const int64_t w : kv_widths(hp, c.n_layer)) per_position += 2 * w;  // K and V; bounded by the tensors
   s.kv_elements_per_position = per_position;
+  // Bounded like the KV widths: the DeltaNet sizes are checked against the tensors by read_qwen35_hparams.
+  s.recurrent_floats_per_sequence = hp.n_recurrent * (hp.dn.conv_state_elems() + hp.dn.ssm_state_elems());
   return s;
 }
 

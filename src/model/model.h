@@ -86,6 +86,9 @@ struct ArchSummary {
   // The most query heads sharing one KV head (n_head / n_head_kv): attention keeps that many score rows of
   // n_ctx floats per compute thread (model/attention.h).
   int64_t max_query_heads_per_kv = 1;
+  // Floats of recurrent state one sequence keeps whatever the context (model/recurrent_state.h: the DeltaNet
+  // blocks' convolution windows and delta-rule states); 0 for attention-only models.
+  int64_t recurrent_floats_per_sequence = 0;
 };
 
 // The context a model gets when none is asked for: its training context, at most kMaxDefaultContext positions

@@ -124,7 +124,7 @@ PlacementDecision decide_placement(Placement p, uint64_t model_bytes, uint64_t c
   }
   const uint64_t need = model_bytes + context_bytes + headroom;
   d.stream = need > mem_available;
-  d.reason = fmt::format("placement auto: model {:.0f} MiB + KV and scores {:.0f} MiB + headroom {:.0f} MiB {} "
+  d.reason = fmt::format("placement auto: model {:.0f} MiB + context memory {:.0f} MiB + headroom {:.0f} MiB {} "
                          "available {:.0f} MiB, {}",
                          mib(model_bytes), mib(context_bytes), mib(headroom), d.stream ? ">" : "<=", mib(mem_available),
                          d.stream ? "experts stream from disk" : "experts stay mapped");

@@ -59,6 +59,34 @@ TEST(Engine, DefaultsComeFromTheArchitecture) {
   EXPECT_EQ(e->dense_weights(), "mapped");
 }
 
+// A recurrent model's state counts in the memory a context needs: per sequence, whatever the context, each
+// DeltaNet block's convolution window ((conv_kernel - 1) x (2 x group_count x state_size + inner_size) floats)
+// and delta-rule state (inner_size x state_size floats), from the file's ssm.* metadata; the start log shows it.
+TEST(Engine, CountsTheRecurrentStateOfEverySequence) {
+  EngineConfig c = quiet(test::oracle_model("tiny-qwen35moe-F16").string());
+  c.n_ctx = 64;
+  c.n_seq = 3;
+  const auto e = load_engine(c);
+  const gguf::Metadata& md = e->file().metadata();
+  const auto key = [&](const char* k) { return static_cast<int64_t>(md.get_uint_or(std::string("qwen35moe.") + k, 0)); };
+  const int64_t n_layer = key("block_count"), interval = key("full_attention_interval");
+  const int64_t kernel = key("ssm.conv_kernel"), groups = key("ssm.group_count"), state = key("ssm.state_size"),
+                inner = key("ssm.inner_size");
+  ASSERT_GT(n_layer * interval * kernel * groups * state * inner, 0);
+  const int64_t n_recurrent = n_layer - n_layer / interval;
+  const int64_t per_block = (kernel - 1) * (2 * groups * state + inner) + inner * state;
+  const model::ArchSummary s = model::summarize(e->file());
+  EXPECT_EQ(s.recurrent_floats_per_sequence, n_recurrent * per_block);
+  EXPECT_EQ(context_bytes(s, 64, model::KvType::f16, 1, 3).recurrent,
+            static_cast<uint64_t>(3 * n_recurrent * per_block * 4));
+  EXPECT_EQ(context_bytes(s, 4096, model::KvType::f16, 1, 3).recurrent,
+            context_bytes(s, 64, model::KvType::f16, 1, 3).recurrent);
+  EXPECT_TRUE(has_decision(*e, "model", "+ recurrent state ("));
+  // An attention-only model has none, and says nothing of it.
+  const model::ArchSummary q = model::summarize(load_engine(quiet(oracle_model("tiny-qwen3moe-Q4_K_M.gguf")))->file());
+  EXPECT_EQ(q.recurrent_floats_per_sequence, 0);
+}
+
 TEST(Engine, StreamsWhenAskedAndLogsEveryChoice) {
   EngineConfig c = quiet(oracle_model("tiny-qwen3moe-Q4_K_M.gguf"));
   c.placement = moe::Placement::stream;
