@@ -84,10 +84,7 @@ void GpuBlocks::discard() {
 gpu::DevArray GpuBlocks::dev(std::span<const float> v) {
   const std::less<const float*> before;
   if (registering_) {
-    for (const auto& [span, arr] : consts_) {
-      if (span.data() == v.data() && span.size() == v.size()) return arr;
-    }
-    const gpu::DevArray a = step_.constant(v);
+    const gpu::DevArray a = step_.constant(v);  // the same span again: the same copy (DeviceStep::constant)
     consts_.emplace_back(v, a);
     return a;
   }
@@ -166,16 +163,15 @@ void GpuBlocks::attention_block(int64_t il, int seq, std::span<const float> norm
   step_.rope(k_, table_, n_tok, nkv, hd, n_rot, neox);
   const int kv = kv_[static_cast<size_t>(seq * s_.n_layer + il)];
   step_.kv_store(kv, k_, v_, pos0, n_tok);
-  gpu::AttentionOp op;
-  op.kv = kv;
-  op.pos0 = pos0;
-  op.n_tok = n_tok;
-  op.n_head = nh;
-  op.n_head_kv = nkv;
-  op.head_dim = hd;
-  op.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(hd));
-  op.window = w.sliding_window;
-  op.sinks = sinks;
+  const gpu::AttentionOp op{.kv = kv,
+                            .pos0 = pos0,
+                            .n_tok = n_tok,
+                            .n_head = nh,
+                            .n_head_kv = nkv,
+                            .head_dim = hd,
+                            .scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(hd)),
+                            .window = w.sliding_window,
+                            .sinks = sinks};
   step_.attention(op, q_, ctx_);
   step_.product(w.wo, round(w.wo, ctx_, n_tok, nq), out_, n_tok);
   if (!bo.empty()) step_.add(out_, bo, n_tok, D, true);

@@ -3,6 +3,7 @@
 // kPushBytes of push constants (ProductPush for a product; each kernel's own in gpu/vulkan/vulkan_step.cpp).
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -15,6 +16,12 @@
 #include "quant/ggml_type.h"
 
 namespace moetier::gpu::vk_impl {
+
+// A count or offset for a push constant or a dispatch size (an internal invariant: the callers bound them).
+inline uint32_t u32(int64_t v) {
+  assert(v >= 0 && v <= static_cast<int64_t>(UINT32_MAX));
+  return static_cast<uint32_t>(v);
+}
 
 // matmul.comp's push constants, in its order; offsets in bytes (w) or floats (x, y).
 struct ProductPush {

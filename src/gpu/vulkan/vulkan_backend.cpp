@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "gpu/vulkan/vulkan_step.h"
 #include "util/error.h"
 
 namespace moetier::gpu::vk_impl {
@@ -16,11 +17,6 @@ constexpr uint64_t kUploadStageBytes = uint64_t{16} << 20;  // one upload slice;
 constexpr uint32_t kSetsPerPool = 256;
 // The io buffers hold at most this many floats each (1 GiB): a longer call runs as several submissions.
 constexpr size_t kMaxIoFloats = size_t{1} << 28;
-
-uint32_t u32(int64_t v) {
-  assert(v >= 0 && v <= static_cast<int64_t>(UINT32_MAX));
-  return static_cast<uint32_t>(v);
-}
 
 }  // namespace
 
@@ -69,6 +65,8 @@ VulkanBackend::VulkanBackend(const GpuOptions& o)
   jobs_.reserve(kMaxJobs);
   reads_.reserve(kMaxJobs);
 }
+
+VulkanBackend::~VulkanBackend() = default;
 
 void VulkanBackend::place(const quant::WeightView& w) {
   assert(w.memory == quant::Memory::host && !w.empty());
@@ -124,6 +122,8 @@ void VulkanBackend::bind_chunk(Chunk& c) {
   if (step_ != nullptr) fail("GPU backend: weights placed after the device step was made");
   c.set = make_set(c.buffer, x_dev_, y_dev_);
 }
+
+void VulkanBackend::release_step() { step_.reset(); }
 
 DeviceStep& VulkanBackend::step() {
   if (step_ == nullptr) step_ = std::make_unique<VulkanStep>(*this);

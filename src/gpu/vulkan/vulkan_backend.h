@@ -14,13 +14,15 @@
 #include "gpu/vulkan/buffer.h"
 #include "gpu/vulkan/context.h"
 #include "gpu/vulkan/pipelines.h"
-#include "gpu/vulkan/vulkan_step.h"
 
 namespace moetier::gpu::vk_impl {
+
+class VulkanStep;
 
 class VulkanBackend final : public GpuBackend {
  public:
   explicit VulkanBackend(const GpuOptions& o);
+  ~VulkanBackend() override;  // out of line: VulkanStep is complete there
 
   std::string_view name() const override { return "vulkan"; }
   bool reads(quant::Memory m) const override { return m == quant::Memory::host; }
@@ -38,7 +40,7 @@ class VulkanBackend final : public GpuBackend {
   compute::BackendCounters counters() const override { return counters_; }
   double read_bandwidth(uint64_t bytes) override;
   DeviceStep& step() override;
-  void release_step() override { step_.reset(); }
+  void release_step() override;
 
  private:
   friend class VulkanStep;  // records into this backend's queue, over its placed weights and pipelines

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <tuple>
 
-#include "gpu/vulkan/vulkan_backend.h"
 #include "util/error.h"
 
 namespace moetier::gpu::vk_impl {
@@ -13,12 +12,6 @@ namespace moetier::gpu::vk_impl {
 namespace {
 
 constexpr uint32_t kNone = 0xffffffffu;  // an absent optional array in a kernel's push constants
-constexpr uint32_t kMaxGroupsX = 65535;  // maxComputeWorkGroupCount[0] is at least this on every device
-
-uint32_t u32(int64_t v) {
-  assert(v >= 0 && v <= static_cast<int64_t>(UINT32_MAX));
-  return static_cast<uint32_t>(v);
-}
 
 // The push constants of each kernel, in the order of its shader's Push block (src/gpu/shaders/<name>.comp).
 struct RmsNormPush {
@@ -132,9 +125,7 @@ void VulkanStep::finish_setup(int64_t staging_floats) {
 }
 
 void VulkanStep::check_product(const quant::WeightView& w) const {
-  if (be_.find(w) == nullptr) {
-    fail("GPU step: the {}-row {} product's weights are not on the GPU", w.rows, quant::type_name(w.type));
-  }
+  placed(w);
   const int grid = activation_grid(w.type);
   const int64_t block = grid == 3 ? 32 : grid == 4 ? 256 : 1;
   if (be_.opts_.rounding == quant::ActivationRounding::match_ggml && w.cols % block != 0) {
@@ -181,8 +172,7 @@ void VulkanStep::barrier() {
                        {}, {});
 }
 
-void VulkanStep::bind(std::string_view name, vk::DescriptorSet set, const void* push, uint32_t bytes) {
-  const vk::Pipeline pipeline = *be_.pipelines_.op(name);
+void VulkanStep::use(vk::Pipeline pipeline, vk::DescriptorSet set) {
   if (pipeline != bound_pipeline_) {
     cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, pipeline);
     bound_pipeline_ = pipeline;
@@ -191,6 +181,18 @@ void VulkanStep::bind(std::string_view name, vk::DescriptorSet set, const void* 
     cmd_.bindDescriptorSets(vk::PipelineBindPoint::eCompute, *be_.pipelines_.layout(), 0, set, {});
     bound_set_ = set;
   }
+}
+
+const VulkanBackend::Placed& VulkanStep::placed(const quant::WeightView& w) const {
+  const VulkanBackend::Placed* pl = be_.find(w);
+  if (pl == nullptr) {
+    fail("GPU step: the {}-row {} product's weights are not on the GPU", w.rows, quant::type_name(w.type));
+  }
+  return *pl;
+}
+
+void VulkanStep::bind(std::string_view name, vk::DescriptorSet set, const void* push, uint32_t bytes) {
+  use(*be_.pipelines_.op(name), set);
   // The C entry point: Vulkan-Hpp's RAII form takes a typed array proxy, each kernel has its own struct.
   be_.device_.get().getDispatcher()->vkCmdPushConstants(static_cast<VkCommandBuffer>(*cmd_),
                                                          static_cast<VkPipelineLayout>(*be_.pipelines_.layout()),
@@ -200,7 +202,7 @@ void VulkanStep::bind(std::string_view name, vk::DescriptorSet set, const void* 
 void VulkanStep::launch(uint64_t total) {
   if (total == 0) return;
   const uint64_t groups = (total + 63) / 64;
-  const auto gx = static_cast<uint32_t>(std::min<uint64_t>(groups, kMaxGroupsX));
+  const auto gx = static_cast<uint32_t>(std::min<uint64_t>(groups, Pipelines::kMaxGroupsX));
   const auto gy = static_cast<uint32_t>((groups + gx - 1) / gx);
   cmd_.dispatch(gx, gy, 1);
   ++dispatches_;
@@ -239,7 +241,7 @@ void VulkanStep::rms_norm(DevArray x, DevArray w, DevArray y, int64_t rows, int6
   const RmsNormPush p{u32(rows), u32(n), x.offset, w.empty() ? kNone : w.offset, y.offset, eps};
   bind("rms_norm", *arena_set_, &p, sizeof(p));
   // One workgroup per row.
-  const auto gx = static_cast<uint32_t>(std::min<int64_t>(rows, kMaxGroupsX));
+  const auto gx = static_cast<uint32_t>(std::min<int64_t>(rows, Pipelines::kMaxGroupsX));
   cmd_.dispatch(gx, static_cast<uint32_t>((rows + gx - 1) / gx), 1);
   ++dispatches_;
 }
@@ -320,9 +322,7 @@ DevArray VulkanStep::round_for(quant::GgmlType t, DevArray x, DevArray dst, int6
 }
 
 void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok) {
-  const VulkanBackend::Placed* pl = be_.find(w);
-  if (pl == nullptr)
-    fail("GPU step: a {}-row {} product whose weights are not on the GPU", w.rows, quant::type_name(w.type));
+  const VulkanBackend::Placed* pl = &placed(w);
   check(x, n_tok * w.cols, "a product's input");
   check(y, n_tok * w.rows, "a product's output");
   if (n_tok == 0) return;
@@ -343,14 +343,7 @@ void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int
                         u32(y.offset + (lo - row0)),
                         u32(w.rows),
                         u32(n_tok)};
-    if (pipeline != bound_pipeline_) {
-      cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, pipeline);
-      bound_pipeline_ = pipeline;
-    }
-    if (*c.step_set != bound_set_) {
-      cmd_.bindDescriptorSets(vk::PipelineBindPoint::eCompute, *be_.pipelines_.layout(), 0, *c.step_set, {});
-      bound_set_ = *c.step_set;
-    }
+    use(pipeline, *c.step_set);
     cmd_.pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);
     const uint32_t per_group = Pipelines::rows_per_group(u32(w.cols));
     const uint32_t groups = (u32(hi - lo) + per_group - 1) / per_group;
@@ -367,17 +360,18 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
   entries_.clear();
   for (size_t i = 0; i < ps.size(); ++i) {
     const GroupedProduct& g = ps[i];
-    const VulkanBackend::Placed* pl = be_.find(g.w);
-    if (pl == nullptr)
-      fail("GPU step: a {}-row {} product whose weights are not on the GPU", g.w.rows, quant::type_name(g.w.type));
+    const VulkanBackend::Placed& pl = placed(g.w);
     check(g.x, g.n_tok * g.w.cols, "a grouped product's input");
     check(g.y, g.n_tok * g.w.rows, "a grouped product's output");
-    const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(g.w.data - pl->host) / pl->row_bytes);
-    const void* chunk = nullptr;
-    for (const VulkanBackend::Chunk& c : pl->chunks) {
-      if (row0 >= c.row0 && row0 + g.w.rows <= c.row0 + c.rows) chunk = &c;
+    const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(g.w.data - pl.host) / pl.row_bytes);
+    Entry e{nullptr, i, 0};
+    for (const VulkanBackend::Chunk& c : pl.chunks) {
+      if (row0 >= c.row0 && row0 + g.w.rows <= c.row0 + c.rows) {
+        e.chunk = &c;
+        e.w_offset = u32((row0 - c.row0) * static_cast<int64_t>(g.w.row_bytes));
+      }
     }
-    if (g.n_tok > 0) entries_.push_back({chunk, i});
+    if (g.n_tok > 0) entries_.push_back(e);
   }
   // Products of one chunk, type and shape run as one dispatch (workgroup z: the entry). Each output element is
   // written by one workgroup, so neither the buckets' order nor the entries' changes a bit of the results.
@@ -392,11 +386,7 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
   for (const Entry& e : entries_) {
     const GroupedProduct& g = ps[e.product];
     if (e.chunk == nullptr) continue;
-    const auto* c = static_cast<const VulkanBackend::Chunk*>(e.chunk);
-    const VulkanBackend::Placed* pl = be_.find(g.w);
-    const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(g.w.data - pl->host) / pl->row_bytes);
-    table_host_.insert(table_host_.end(), {u32((row0 - c->row0) * static_cast<int64_t>(g.w.row_bytes)), g.x.offset,
-                                           g.y.offset, u32(g.n_tok)});
+    table_host_.insert(table_host_.end(), {e.w_offset, g.x.offset, g.y.offset, u32(g.n_tok)});
   }
   if (!table_host_.empty()) {
     static_assert(sizeof(uint32_t) == sizeof(float));
@@ -418,20 +408,12 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
       max_tok = std::max(max_tok, ps[entries_[j].product].n_tok);
       ++j;
     }
-    const auto* c = static_cast<const VulkanBackend::Chunk*>(e.chunk);
+    const auto* c = e.chunk;
     const uint32_t per_group = Pipelines::rows_per_group(u32(g.w.cols));
     const uint32_t groups = (u32(g.w.rows) + per_group - 1) / per_group;
     if (groups > Pipelines::kMaxGroupsX) fail("GPU step: a grouped product of {} rows is too tall", g.w.rows);
     begin_op(true);
-    const vk::Pipeline pipeline = *be_.pipelines_.product(g.w.type);
-    if (pipeline != bound_pipeline_) {
-      cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, pipeline);
-      bound_pipeline_ = pipeline;
-    }
-    if (*c->step_set != bound_set_) {
-      cmd_.bindDescriptorSets(vk::PipelineBindPoint::eCompute, *be_.pipelines_.layout(), 0, *c->step_set, {});
-      bound_set_ = *c->step_set;
-    }
+    use(*be_.pipelines_.product(g.w.type), *c->step_set);
     ProductPush p{u32(g.w.rows), u32(g.w.cols), u32(static_cast<int64_t>(g.w.row_bytes)), 0, 0, 0, u32(g.w.rows), 0};
     p.table_off = u32(table.offset + 4 * row);
     cmd_.pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);

@@ -12,10 +12,9 @@
 
 #include "gpu/step.h"
 #include "gpu/vulkan/buffer.h"
+#include "gpu/vulkan/vulkan_backend.h"
 
 namespace moetier::gpu::vk_impl {
-
-class VulkanBackend;
 
 class VulkanStep final : public DeviceStep {
  public:
@@ -62,6 +61,10 @@ class VulkanStep final : public DeviceStep {
   void begin_op(bool is_product);
   // A memory barrier from every compute and transfer write before it to every access after it.
   void barrier();
+  // Binds pipeline and set unless they are bound already.
+  void use(vk::Pipeline pipeline, vk::DescriptorSet set);
+  // The placement holding w's rows; throws moetier::Error naming the product when there is none.
+  const VulkanBackend::Placed& placed(const quant::WeightView& w) const;
   // Binds kernel `name` with descriptor set `set` and pushes `bytes` of push constants.
   void bind(std::string_view name, vk::DescriptorSet set, const void* push, uint32_t bytes);
   // Dispatches enough 64-invocation workgroups for `total` invocations (continuing in y past 65535).
@@ -88,8 +91,9 @@ class VulkanStep final : public DeviceStep {
   std::vector<vk::BufferCopy> regions_;  // gather()'s copies
   // products_grouped()'s work: per product its chunk (null: it spans chunks, dispatched alone) and its buckets.
   struct Entry {
-    const void* chunk = nullptr;
+    const VulkanBackend::Chunk* chunk = nullptr;
     size_t product = 0;
+    uint32_t w_offset = 0;  // bytes from the chunk's start to the product's first row
   };
   std::vector<Entry> entries_;
   std::vector<uint32_t> table_host_;  // 4 words per grouped product
