@@ -4,10 +4,12 @@
 # Chromium) in Release with the Vulkan backend (its GPU tests on Mesa's lavapipe under the Khronos validation
 # layer), runs the unit tests again under ASan + UBSan in a build without Vulkan (whose own tests check that the
 # backend says it is absent), then runs every libFuzzer target (GGUF header, tokenizers, route trace, metrics CSV,
-# --tokens JSON) for a bounded time. Exit status non-zero on any failure.
+# --tokens JSON) for a bounded time, then cross-builds for aarch64 and runs its tests under qemu-user
+# (scripts/test-arm64.sh). Exit status non-zero on any failure.
 #   MOETIER_FUZZ_SECONDS   fuzzing time per target (default 30: about 2.5 min for the five, plus their build;
 #                          0 skips the fuzz stage)
 #   MOETIER_NO_ASAN=1      skip the sanitizer stage (quicker local iterations; CI always runs it)
+#   MOETIER_NO_ARM64=1     skip the aarch64 stage (scripts/test-arm64.sh; CI always runs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,5 +39,9 @@ fuzz_seconds=${MOETIER_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" != 0 ]; then
   echo "== Fuzzing every libFuzzer target for ${fuzz_seconds} s each"
   bash scripts/fuzz.sh "$fuzz_seconds"
+fi
+if [ "${MOETIER_NO_ARM64:-0}" != 1 ]; then
+  echo "== aarch64 cross build and its tests under qemu-user"
+  bash scripts/test-arm64.sh
 fi
 echo "test: all stages passed"

@@ -114,6 +114,7 @@ void register_run_command(CLI::App& app) {
     std::string tokens;
     int64_t n_predict = 128;
     bool chat_mode = false;
+    bool ignore_eos = false;
   };
   auto o = std::make_shared<Opts>();
   o->model.add_to(*cmd);
@@ -129,6 +130,9 @@ void register_run_command(CLI::App& app) {
       ->capture_default_str()
       ->transform(n_predict_check());
   cmd->add_flag("--chat", o->chat_mode, "wrap the prompt as one user turn in the model's chat format")->excludes(tk);
+  cmd->add_flag("--ignore-eos", o->ignore_eos,
+                "never stop at an end-of-generation token: they are banned from sampling (as llama.cpp's flag), so "
+                "generation runs to -n or a full context");
   o->sampling.add_to(*cmd);
   o->chat.add_to(*cmd);
   o->telemetry.add_to(*cmd);
@@ -139,9 +143,10 @@ void register_run_command(CLI::App& app) {
     // Read before the model loads, so a malformed list fails at once; the ids are checked against its vocabulary
     // once it is loaded.
     const model::TokenInput ids = o->tokens.empty() ? model::TokenInput{} : model::read_token_input(o->tokens, 0);
-    const auto sp = o->sampling.resolve();
+    auto sp = o->sampling.resolve();
     auto e = load_for(o->model, o->telemetry, sp, "run", o->n_predict);
     const auto tok = tokenizer::Tokenizer::from_metadata(e->file().metadata());
+    if (o->ignore_eos) sp.banned.assign(tok.eog_ids().begin(), tok.eog_ids().end());
     sample::Sampler sampler(sp, e->info().n_vocab);
     std::vector<int32_t> prompt;
     if (!o->tokens.empty()) {

@@ -13,6 +13,7 @@
 #include "engine/run_settings.h"
 #include "moe/expert_layout.h"
 #include "moe/placement.h"
+#include "quant/kernels/int8_kernels.h"
 #include "trace/route_trace.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -197,6 +198,7 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                                                                  static_cast<double>(ctx_bytes.recurrent) / kMiB)
                                                    : "",
                            e->load_seconds_));
+  log("cpu", fmt::format("{} threads, integer kernels {}", cfg.threads, quant::kernels::int8_kernels_name()));
   if (!info.gpu.empty()) log("gpu", info.gpu);
   if (cfg.n_gpu_layers == 0 && (cfg.n_cpu_moe > 0 || cfg.gpu_device > 0)) {
     log("note", fmt::format("{} has no effect without -ngl: everything runs on the CPU",

@@ -29,6 +29,9 @@ void check_params(const SamplerParams& p, int64_t n_vocab) {
     if (id < 0 || id >= n_vocab) fail("sampler: logit_bias token {} is outside the vocabulary (0..{})", id, n_vocab - 1);
     if (!(bias >= -100.0f && bias <= 100.0f)) fail("sampler: logit_bias {} of token {} must be in [-100, 100]", bias, id);
   }
+  for (const int32_t id : p.banned) {
+    if (id < 0 || id >= n_vocab) fail("sampler: banned token {} is outside the vocabulary (0..{})", id, n_vocab - 1);
+  }
 }
 
 }  // namespace
@@ -44,10 +47,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   const size_t n_vocab = cand_.size();
   const bool penalties =
       p_.repeat_last_n > 0 && (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f);
-  if (p_.temperature <= 0.0f && !penalties && p_.logit_bias.empty()) return argmax(logits);
+  if (p_.temperature <= 0.0f && !penalties && p_.logit_bias.empty() && p_.banned.empty()) return argmax(logits);
 
   for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
   for (const auto& [id, bias] : p_.logit_bias) cand_[static_cast<size_t>(id)].logit += bias;
+  for (const int32_t id : p_.banned) cand_[static_cast<size_t>(id)].logit = -INFINITY;
   if (penalties) {
     // llama.cpp's penalties sampler: each token seen in the window is penalised once, first by the repeat
     // penalty, then by frequency_penalty x its count and presence_penalty. prob_ (unused until the softmax

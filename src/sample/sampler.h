@@ -30,6 +30,9 @@ struct SamplerParams {
   // chain starts with it too); ids in [0, n_vocab), each bias in [-100, 100] (-100 all but bans a token, 100 all
   // but forces it). Greedy sampling honours it.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Tokens never sampled (their logits become -inf after the bias), ids in [0, n_vocab): `run --ignore-eos` bans
+  // the end-of-generation tokens, as llama.cpp's flag does. Greedy sampling honours it.
+  std::vector<int32_t> banned;
 };
 
 class Sampler {

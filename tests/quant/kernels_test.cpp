@@ -16,7 +16,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,6 +29,7 @@
 #include "quant/dequant_ref.h"
 #include "quant/fp16.h"
 #include "quant/ggml_type.h"
+#include "quant/kernels/int8_arm.h"
 #include "quant/kernels/int8_kernels.h"
 #include "quant/kernels/matmul_kernels.h"
 #include "quant/kernels/vec_kernels.h"
@@ -131,13 +134,41 @@ void check_case(const Case& c, ActivationRounding rounding, std::mt19937& rng, c
   }
 }
 
+// The kernels to test in turn on this CPU: each Highway target compiled in and supported (the Arm dot-product
+// kernels off), then on Arm CPUs with FEAT_DotProd the sdot kernels, and with FEAT_I8MM sdot and smmla
+// (int8_arm.h; the float types still take the best Highway target there).
+struct Variant {
+  int64_t target;  // for hwy::SetSupportedTargetsForTest; 0: the best one
+  unsigned arm;    // for kernels::arm::limit_features_for_test
+  std::string name;
+};
+std::vector<Variant> kernel_variants() {
+  std::vector<Variant> v;
+  for (int64_t target : kernels::compiled_targets()) v.push_back({target, 0u, hwy::TargetName(target)});
+  const unsigned arm = kernels::arm::features();
+  if (arm & kernels::arm::kArmDotProd) v.push_back({0, kernels::arm::kArmDotProd, "NEON + sdot"});
+  if (arm & kernels::arm::kArmI8mm) v.push_back({0, kernels::arm::kArmAllFeatures, "NEON + sdot + smmla"});
+  return v;
+}
+void use_variant(const Variant& v) {
+  hwy::SetSupportedTargetsForTest(v.target);
+  kernels::arm::limit_features_for_test(v.arm);
+}
+void use_best_kernels() {
+  hwy::SetSupportedTargetsForTest(0);
+  kernels::arm::limit_features_for_test(kernels::arm::kArmAllFeatures);
+}
+
 TEST(MatmulKernels, MatchReferenceOnEveryTarget) {
-  const std::vector<int64_t> targets = kernels::compiled_targets();
-  ASSERT_FALSE(targets.empty());
+  const std::vector<Variant> variants = kernel_variants();
+  ASSERT_FALSE(variants.empty());
+  std::cout << "integer kernels of this CPU: " << kernels::int8_kernels_name() << "; testing";
+  for (const Variant& v : variants) std::cout << " [" << v.name << "]";
+  std::cout << "\n";
   std::mt19937 rng(1234);
-  for (int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    const char* name = hwy::TargetName(target);
+  for (const Variant& variant : variants) {
+    use_variant(variant);
+    const char* name = variant.name.c_str();
     for (GgmlType t : kTypes) {
       ASSERT_TRUE(kernels::has_kernel(t)) << type_name(t);
       const int64_t bs = traits(t).block_size;
@@ -156,7 +187,7 @@ TEST(MatmulKernels, MatchReferenceOnEveryTarget) {
             for (ActivationRounding rounding : {ActivationRounding::exact, ActivationRounding::match_ggml}) {
               check_case({t, rows, cols, n_tok}, rounding, rng, name);
               if (HasFatalFailure()) {
-                hwy::SetSupportedTargetsForTest(0);
+                use_best_kernels();
                 return;
               }
             }
@@ -165,7 +196,47 @@ TEST(MatmulKernels, MatchReferenceOnEveryTarget) {
       }
     }
   }
-  hwy::SetSupportedTargetsForTest(0);
+  use_best_kernels();
+}
+
+// The Arm dot-product kernels: sdot alone and sdot with smmla give every (row, token) the same block sums and the
+// same float steps (int8_arm.h), so a product is the same bits with or without FEAT_I8MM and whatever number of
+// tokens shares it (one at a time, as decode computes them, or in a batch of 2-9: the 2x2 smmla tiles, their
+// four-token groups and partial last groups, and rows not a multiple of four).
+TEST(MatmulKernels, ArmDotKernelsGiveTheSameBitsForAnyBatch) {
+  const unsigned arm = kernels::arm::features();
+  if (!(arm & kernels::arm::kArmDotProd)) GTEST_SKIP() << "needs an Arm CPU with FEAT_DotProd (this one: "
+                                                       << kernels::int8_kernels_name() << ")";
+  std::vector<unsigned> masks = {kernels::arm::kArmDotProd};
+  if (arm & kernels::arm::kArmI8mm) masks.push_back(kernels::arm::kArmAllFeatures);
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t rows = 11;
+  for (GgmlType t : kTypes) {
+    if (kernels::q8_format(t) == kernels::Q8Format::none) continue;
+    const int64_t cols = traits(t).block_size == 256 ? 768 : 96;
+    const auto wb = random_matrix(t, rows, cols, rng);
+    const WeightView w{t, wb.data(), rows, cols, row_bytes(t, cols)};
+    for (int64_t n_tok : {2, 3, 4, 5, 9}) {
+      std::vector<float> x(static_cast<size_t>(n_tok * cols));  // [n_tok, cols]
+      for (auto& v : x) v = normal(rng);
+      // One token at a time with sdot alone: the decode path.
+      kernels::arm::limit_features_for_test(kernels::arm::kArmDotProd);
+      std::vector<float> single(static_cast<size_t>(n_tok * rows));  // [n_tok, rows]
+      MatmulScratch one(cols, 1, ActivationRounding::match_ggml);
+      for (int64_t tok = 0; tok < n_tok; ++tok)
+        matmul(w, x.data() + tok * cols, single.data() + tok * rows, 1, one);
+      for (unsigned mask : masks) {
+        kernels::arm::limit_features_for_test(mask);
+        MatmulScratch mm(cols, n_tok, ActivationRounding::match_ggml);
+        std::vector<float> y(single.size(), NAN);
+        matmul(w, x.data(), y.data(), n_tok, mm);
+        EXPECT_EQ(0, std::memcmp(single.data(), y.data(), sizeof(float) * y.size()))
+            << type_name(t) << " n_tok " << n_tok << (mask & kernels::arm::kArmI8mm ? " sdot + smmla" : " sdot");
+      }
+    }
+  }
+  use_best_kernels();
 }
 
 // matmul() through a pool: every row is computed by the same kernel whichever thread takes it, so the result is

@@ -30,6 +30,32 @@ TEST(Sampler, ZeroTemperatureIsArgmax) {
   EXPECT_EQ(argmax(l), 1);
 }
 
+// Banned tokens (run --ignore-eos bans the end-of-generation ones) are never drawn, greedy or at a temperature
+// with every filter open, even when a ban leaves one token; ids outside the vocabulary are errors.
+TEST(Sampler, BannedTokensAreNeverDrawn) {
+  SamplerParams p;
+  p.temperature = 0.0f;
+  const std::vector<float> l{0.1f, 2.0f, -1.0f, 1.9f, 0.0f};
+  p.banned = {1};
+  EXPECT_EQ(Sampler(p, 5).sample(l, {}), 3);
+  p.banned = {1, 3, 0, 4};
+  EXPECT_EQ(Sampler(p, 5).sample(l, {}), 2);
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.banned = {1, 3};
+  Sampler s(p, 5);
+  for (int i = 0; i < 200; ++i) {
+    const int32_t t = s.sample(l, {});
+    EXPECT_TRUE(t == 0 || t == 2 || t == 4) << t;
+  }
+  p.banned = {5};
+  EXPECT_THROW(Sampler(p, 5), Error);
+  p.banned = {-1};
+  EXPECT_THROW(Sampler(p, 5), Error);
+}
+
 // OpenAI's logit_bias: added before anything else, so greedy sampling follows it too; +100 forces a token, -100
 // bans one; ids and biases are checked.
 TEST(Sampler, LogitBiasComesFirst) {

@@ -25,6 +25,7 @@
 #include "quant/e8m0.h"
 #include "quant/fp16.h"
 #include "quant/kernels/block_bytes-inl.h"
+#include "quant/kernels/int8_arm.h"
 #include "quant/kernels/int8_avx2-inl.h"
 #include "quant/kernels/int8_kernels.h"
 #include "quant/kernels/int8_vnni512-inl.h"
@@ -468,6 +469,8 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
   }
 }
 
+int64_t Target() { return HWY_TARGET; }
+
 }  // namespace HWY_NAMESPACE
 }  // namespace moetier::quant::kernels
 HWY_AFTER_NAMESPACE();
@@ -479,6 +482,13 @@ HWY_EXPORT(MatmulRowsQ8);
 HWY_EXPORT(QuantizeQ8Row);
 HWY_EXPORT(UsesTokenTiles);
 HWY_EXPORT(CodeOffset);
+HWY_EXPORT(Target);
+
+std::string int8_kernels_name() {
+  const unsigned arm = arm::features();
+  if (arm & arm::kArmDotProd) return arm & arm::kArmI8mm ? "NEON + sdot + smmla" : "NEON + sdot";
+  return hwy::TargetName(HWY_DYNAMIC_DISPATCH(Target)());
+}
 
 Q8Format q8_format(GgmlType t) {
   switch (t) {
@@ -539,6 +549,7 @@ void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok) {
 
 void matmul_rows_q8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,
                     int64_t y_stride, int64_t r0, int64_t r1) {
+  if (arm::matmul_rows(type, w, row_bytes, x, n_tok, y, y_stride, r0, r1)) return;  // Arm with FEAT_DotProd
   HWY_DYNAMIC_DISPATCH(MatmulRowsQ8)(type, w, row_bytes, x, n_tok, y, y_stride, r0, r1);
 }
 

@@ -2,7 +2,8 @@
 // integers, products summed exactly in int32, one float multiply per block. Portable Highway kernels widen both
 // to int16 (pmaddwd on x86, smlal on Arm); on AVX2/AVX-512 CPUs the main types (Q4_K, Q6_K, Q8_0, Q4_0, IQ4_NL,
 // MXFP4) multiply 8-bit values directly (pmaddubsw, 32 products per instruction; int8_avx2-inl.h), and with
-// AVX512-VNNI the K-quant token tiles take vpdpbusd, 64 per instruction (int8_vnni512-inl.h).
+// AVX512-VNNI the K-quant token tiles take vpdpbusd, 64 per instruction (int8_vnni512-inl.h). On Arm CPUs with
+// FEAT_DotProd every type takes sdot, and with FEAT_I8MM products of several tokens smmla (int8_arm.h).
 // Highway, dispatched at run time to the best target the CPU has, like matmul_kernels.h.
 //
 // The activation formats are the ones the reference engine (../shared/oracle) pairs with each weight type, so
@@ -20,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "quant/ggml_type.h"
 
@@ -84,6 +86,10 @@ void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok);
 
 // Quantizes row `tok` of x ([.., cols], cols a multiple of q8_block) into row `tok` of out.
 void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out);
+
+// The integer kernels this CPU runs, for logs and test output: "NEON + sdot + smmla" or "NEON + sdot" on Arm
+// CPUs with the dot-product extensions (int8_arm.h), else the Highway target's name ("AVX3_DL", "AVX2", "NEON").
+std::string int8_kernels_name();
 
 // For r in [r0, r1) and t < n_tok: y[t * y_stride + r] = sum over blocks of (weight block . activation block).
 // w: rows of `row_bytes` bytes of type `type` (a type with q8_format(type) != none); x: n_tok quantized rows of
