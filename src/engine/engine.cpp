@@ -136,7 +136,9 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   opts.n_cpu_moe = cfg.n_cpu_moe;
   opts.gpu_device = cfg.gpu_device;
   const ContextBytes ctx_bytes = context_bytes(arch, opts.n_ctx, cfg.kv_type, cfg.threads, cfg.n_seq);
-  if (const uint64_t avail = moe::mem_available_bytes(); ctx_bytes.total() > avail) {
+  const moe::MemoryReading memory = moe::read_memory();
+  e->decide("memory", memory.describe());
+  if (const uint64_t avail = memory.available(); ctx_bytes.total() > avail) {
     fail("-c {}: the KV cache{} and the attention scores of {} positions need {:.0f} MiB, more than the {:.0f} MiB of "
          "available memory; lower -c{}",
          opts.n_ctx, cfg.n_seq > 1 ? fmt::format("s of {} sequences", cfg.n_seq) : "", opts.n_ctx,
@@ -173,7 +175,8 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   const DecisionLog log = [self](std::string topic, std::string text) {
     self->decide(std::move(topic), std::move(text));
   };
-  ExpertSetup experts = setup_experts(*e->file_, layout, cfg, opts.n_expert_used, ctx_bytes, log);
+  ExpertSetup experts =
+      setup_experts(*e->file_, layout, cfg, opts.n_expert_used, ctx_bytes, memory.available(), log);
   if (experts.source == nullptr) log("weights", prefault_resident(*e->file_));
   e->dense_weights_ = experts.dense_weights;
   e->stream_ = experts.stream;

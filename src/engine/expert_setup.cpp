@@ -75,7 +75,8 @@ void check_stream_settings(const EngineConfig& cfg) {
 }  // namespace
 
 ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& layout, const EngineConfig& cfg,
-                          int64_t n_expert_used, const ContextBytes& ctx_bytes, const DecisionLog& log) {
+                          int64_t n_expert_used, const ContextBytes& ctx_bytes, uint64_t mem_available,
+                          const DecisionLog& log) {
   check_stream_settings(cfg);
   ExpertSetup out;
   if (layout.layers().empty()) {
@@ -84,7 +85,7 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& 
   }
   uint64_t file_bytes = 0;
   for (const auto& s : file.shards()) file_bytes += s.file_size;
-  const auto decision = moe::decide_placement(cfg.placement, file_bytes, ctx_bytes.total(), moe::mem_available_bytes());
+  const auto decision = moe::decide_placement(cfg.placement, file_bytes, ctx_bytes.total(), mem_available);
   log("experts", fmt::format("{} ({})", decision.stream ? "stream" : "resident", decision.reason));
   if (!decision.stream) return out;
 
@@ -107,7 +108,7 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& 
   // One cache slot's bytes, which the auto budget and the adaptive rule count in (the store's own layout).
   const uint64_t slot_bytes = !cfg.cache_mib || is_adaptive(cfg) ? moe::ExpertStore(file).slot_bytes() : 0;
   if (!cfg.cache_mib) {
-    const auto ac = moe::auto_cache(moe::mem_available_bytes(), layout.dense_total_bytes(), ctx_bytes.total(),
+    const auto ac = moe::auto_cache(mem_available, layout.dense_total_bytes(), ctx_bytes.total(),
                                     slot_bytes, layout.n_experts_total(), cfg.cache_floor_mib * kMiB,
                                     cfg.cache_ceil_mib * kMiB);
     so.cache_bytes = ac.bytes;

@@ -27,11 +27,13 @@ struct ExpertSetup {
   std::string dense_weights = "mapped";       // the dense policy in effect after any fallback
 };
 
-// `layout` is the file's (moe::ExpertLayout::from_model). n_expert_used: the top-k in force (an override's, a replay's, or 0 for the file's), for the cliff guard. `log` is
+// `layout` is the file's (moe::ExpertLayout::from_model). n_expert_used: the top-k in force (an override's, a replay's, or 0 for the file's), for the cliff guard.
+// mem_available: bytes, what the start log's memory line says (moe::read_memory). `log` is
 // called during this call only; the streaming store's later lines go to cfg.log (stderr when unset).
 // Throws moetier::Error naming the setting for --adapt-* values without the adaptive policy, an --adapt-decay
 // outside (0, 1], an unknown policy, or a file the store cannot open.
 ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& layout, const EngineConfig& cfg,
-                          int64_t n_expert_used, const ContextBytes& ctx_bytes, const DecisionLog& log);
+                          int64_t n_expert_used, const ContextBytes& ctx_bytes, uint64_t mem_available,
+                          const DecisionLog& log);
 
 }  // namespace moetier::engine

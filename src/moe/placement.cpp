@@ -33,21 +33,6 @@ Placement parse_placement(std::string_view s) {
 
 namespace {
 
-uint64_t meminfo_available() {
-  std::ifstream in("/proc/meminfo");
-  if (!in) fail("cannot read /proc/meminfo to find the available memory");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("MemAvailable:", 0) != 0) continue;
-    std::istringstream ss(line.substr(13));
-    uint64_t kib = 0;
-    std::string unit;
-    if (ss >> kib >> unit && unit == "kB") return kib * 1024;
-    fail("/proc/meminfo: cannot parse '{}' (expected 'MemAvailable: N kB')", line);
-  }
-  fail("/proc/meminfo has no MemAvailable line");
-}
-
 // First number in a file ("max" and unreadable files give nullopt).
 std::optional<uint64_t> read_number(const std::string& path) {
   std::ifstream in(path);
@@ -66,10 +51,8 @@ uint64_t stat_value(const std::string& path, const std::string& key) {
   return 0;
 }
 
-// Memory the process's cgroup can still grow by (limit - usage + reclaimable inactive page cache), when it has
-// a memory limit: a container or a `systemd-run -p MemoryMax=` scope sees the host's MemAvailable in
-// /proc/meminfo but is killed at its own limit. cgroup v2 ("0::PATH") and v1 ("N:...memory...:PATH").
-std::optional<uint64_t> cgroup_available() {
+// The process's cgroup memory limit, when it has one. cgroup v2 ("0::PATH") and v1 ("N:...memory...:PATH").
+std::optional<CgroupMemory> cgroup_memory() {
   std::ifstream in("/proc/self/cgroup");
   std::string line;
   while (std::getline(in, line)) {
@@ -96,18 +79,48 @@ std::optional<uint64_t> cgroup_available() {
     const auto usage = read_number(dir + "/" + usage_file);
     // v1 reports "no limit" as a huge number (PAGE_COUNTER_MAX pages); anything beyond 2^60 bytes is no limit.
     if (!limit || !usage || *limit >= (uint64_t{1} << 60)) continue;
-    const uint64_t reclaimable = stat_value(dir + "/memory.stat", inactive_key);
-    return *limit > *usage ? *limit - *usage + reclaimable : reclaimable;
+    return CgroupMemory{dir + "/" + limit_file, *limit, *usage, stat_value(dir + "/memory.stat", inactive_key)};
   }
   return std::nullopt;
 }
 
+double gib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+
 }  // namespace
 
-uint64_t mem_available_bytes() {
-  const uint64_t host = meminfo_available();
-  const auto cg = cgroup_available();
-  return cg ? std::min(host, *cg) : host;
+uint64_t parse_mem_available(std::string_view meminfo, std::string_view source) {
+  std::istringstream in{std::string(meminfo)};
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream ss(line.substr(13));
+    uint64_t kib = 0;
+    std::string unit;
+    if (ss >> kib >> unit && unit == "kB" && kib < (uint64_t{1} << 50)) return kib * 1024;
+    fail("{}: cannot parse '{}' (expected 'MemAvailable: N kB')", source, line);
+  }
+  fail("{} has no MemAvailable line", source);
+}
+
+uint64_t MemoryReading::available() const {
+  return cgroup ? std::min(mem_available, cgroup->available()) : mem_available;
+}
+
+std::string MemoryReading::describe() const {
+  const std::string host = fmt::format("MemAvailable {:.1f} GiB", gib(mem_available));
+  if (!cgroup) return fmt::format("{}; no cgroup memory limit: {:.1f} GiB available", host, gib(available()));
+  return fmt::format("{}; cgroup limit {:.1f} GiB ({}), usage {:.1f} GiB of which {:.1f} GiB reclaimable page cache: "
+                     "{:.1f} GiB available",
+                     host, gib(cgroup->limit), cgroup->limit_file, gib(cgroup->usage), gib(cgroup->reclaimable),
+                     gib(available()));
+}
+
+MemoryReading read_memory() {
+  std::ifstream in("/proc/meminfo");
+  if (!in) fail("cannot read /proc/meminfo to find the available memory");
+  std::stringstream text;
+  text << in.rdbuf();
+  return MemoryReading{parse_mem_available(text.str()), cgroup_memory()};
 }
 
 PlacementDecision decide_placement(Placement p, uint64_t model_bytes, uint64_t context_bytes, uint64_t mem_available,

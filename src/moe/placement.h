@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,10 +15,33 @@ std::string_view placement_name(Placement p);  // "resident", "stream", "auto"
 // "resident" / "stream" / "auto"; throws moetier::Error naming the value and the choices otherwise.
 Placement parse_placement(std::string_view s);
 
-// Memory available to this process, bytes: MemAvailable of /proc/meminfo, or less when the process's cgroup (v1
-// or v2) has a memory limit closer than that (limit - usage + its inactive page cache). Throws moetier::Error
-// when /proc/meminfo cannot be read.
-uint64_t mem_available_bytes();
+// The memory limit of the process's cgroup (v1 or v2), bytes: a container, a `systemd-run -p MemoryMax=` scope
+// or an Android app's cgroup sees the host's MemAvailable but is killed (or reclaimed) at its own limit.
+struct CgroupMemory {
+  std::string limit_file;    // the file read, e.g. /sys/fs/cgroup/user.slice/memory.max
+  uint64_t limit = 0;        // memory.max (v2) or memory.limit_in_bytes (v1)
+  uint64_t usage = 0;        // memory.current / memory.usage_in_bytes
+  uint64_t reclaimable = 0;  // inactive page cache (memory.stat inactive_file / total_inactive_file)
+  uint64_t available() const { return (limit > usage ? limit - usage : 0) + reclaimable; }
+};
+
+// What the memory decisions read, and what they take as available (bytes).
+struct MemoryReading {
+  uint64_t mem_available = 0;          // MemAvailable of /proc/meminfo
+  std::optional<CgroupMemory> cgroup;  // absent: no cgroup memory limit
+  // min(MemAvailable, the cgroup's limit - usage + reclaimable page cache).
+  uint64_t available() const;
+  // For the start log: "MemAvailable 21.3 GiB; cgroup limit 8.0 GiB (/sys/fs/cgroup/x/memory.max), usage 1.2 GiB
+  // of which 0.9 GiB reclaimable page cache: 7.7 GiB available", or "...; no cgroup memory limit: ...".
+  std::string describe() const;
+};
+
+// The MemAvailable line of a /proc/meminfo text, bytes. Throws moetier::Error naming `source` when it is missing
+// or malformed.
+uint64_t parse_mem_available(std::string_view meminfo, std::string_view source = "/proc/meminfo");
+
+// Reads /proc/meminfo and the process's cgroup files. Throws moetier::Error when /proc/meminfo cannot be read.
+MemoryReading read_memory();
 
 struct PlacementDecision {
   bool stream = false;
