@@ -226,8 +226,11 @@ TEST(Signal, SecondCtrlCEndsAtOnce) {
   Child c(endless_run(tmp("twice.csv")), 4096);
   ASSERT_TRUE(c.started());
   ASSERT_TRUE(c.wait_for("Once upon a time", kStartTimeout)) << c.output();
-  // Stop reading; wait until the pipe is full and stays so (the child blocked in a write).
-  const auto end = Clock::now() + kStartTimeout;
+  // Stop reading; wait until the pipe is full and stays so (the child blocked in a write). Filling 4 KiB takes
+  // ~1000 tokens of the tiny model's short pieces: ~15 s here natively, over 60 s under qemu-user on a loaded
+  // 2-core machine (scripts/test-arm64.sh), hence a wait of its own.
+  constexpr milliseconds kFillTimeout{300000};
+  const auto end = Clock::now() + kFillTimeout;
   int unread = -1, same = 0;
   while (Clock::now() < end && same < 3) {
     std::this_thread::sleep_for(milliseconds(200));
