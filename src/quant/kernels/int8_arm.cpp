@@ -99,23 +99,6 @@ struct DecQ8_0 {
   }
 };
 
-// Q4_0 / Q4_1: element j < 16 the low nibble of qs[j], j + 16 the high one; Q4_0 subtracts 8.
-template <bool kMin>
-struct DecQ4Legacy {
-  using Block = std::conditional_t<kMin, BlockQ4_1, BlockQ4_0>;
-  static constexpr int kQK = quant::kQK, kGroup = 0;
-  static constexpr size_t kBytes = sizeof(Block);
-  static constexpr Mins kMins = kMin ? Mins::block : Mins::none;
-  static void Decode(const uint8_t* b, Decoded& o) {
-    o.d = Fp16(b);
-    if constexpr (kMin) o.dm = Fp16(b + offsetof(BlockQ4_1, m));
-    const uint8x16_t v = vld1q_u8(b + offsetof(Block, qs));
-    const int8x16_t bias = vdupq_n_s8(kMin ? 0 : 8);
-    o.c[0] = vsubq_s8(S8(Nibbles(v)), bias);
-    o.c[1] = vsubq_s8(S8(vshrq_n_u8(v, 4)), bias);
-  }
-};
-
 // Bit j of the little-endian 32-bit qh as 0x10 in byte j (j = 16 * half .. 16 * half + 15): each of the two qh
 // bytes copied into eight lanes, each lane testing its own bit.
 inline uint8x16_t FifthBits(const uint8_t* qh, int half) {
@@ -124,23 +107,34 @@ inline uint8x16_t FifthBits(const uint8_t* qh, int half) {
   return vandq_u8(vtstq_u8(bytes, vld1q_u8(kBit)), vdupq_n_u8(0x10));
 }
 
-// Q5_0 / Q5_1: as Q4 plus bit j of qh as the fifth bit of element j; Q5_0 subtracts 16.
-template <bool kMin>
-struct DecQ5Legacy {
-  using Block = std::conditional_t<kMin, BlockQ5_1, BlockQ5_0>;
+// Q4_0 / Q4_1 / Q5_0 / Q5_1: element j < 16 the low nibble of qs[j], j + 16 the high one; Q5 adds bit j of qh as
+// the fifth bit; the types without m subtract 8 (Q4_0) or 16 (Q5_0).
+template <bool kFive, bool kMin>
+struct DecLegacy {
+  using Block = std::conditional_t<kFive, std::conditional_t<kMin, BlockQ5_1, BlockQ5_0>,
+                                   std::conditional_t<kMin, BlockQ4_1, BlockQ4_0>>;
   static constexpr int kQK = quant::kQK, kGroup = 0;
   static constexpr size_t kBytes = sizeof(Block);
   static constexpr Mins kMins = kMin ? Mins::block : Mins::none;
   static void Decode(const uint8_t* b, Decoded& o) {
     o.d = Fp16(b);
-    if constexpr (kMin) o.dm = Fp16(b + offsetof(BlockQ5_1, m));
-    const uint8_t* qh = b + offsetof(Block, qh);
+    if constexpr (kMin) o.dm = Fp16(b + offsetof(Block, m));
     const uint8x16_t v = vld1q_u8(b + offsetof(Block, qs));
-    const int8x16_t bias = vdupq_n_s8(kMin ? 0 : 16);
-    o.c[0] = vsubq_s8(S8(vorrq_u8(Nibbles(v), FifthBits(qh, 0))), bias);
-    o.c[1] = vsubq_s8(S8(vorrq_u8(vshrq_n_u8(v, 4), FifthBits(qh, 1))), bias);
+    uint8x16_t lo = Nibbles(v), hi = vshrq_n_u8(v, 4);
+    if constexpr (kFive) {
+      const uint8_t* qh = b + offsetof(Block, qh);
+      lo = vorrq_u8(lo, FifthBits(qh, 0));
+      hi = vorrq_u8(hi, FifthBits(qh, 1));
+    }
+    const int8x16_t bias = vdupq_n_s8(kMin ? 0 : (kFive ? 16 : 8));
+    o.c[0] = vsubq_s8(S8(lo), bias);
+    o.c[1] = vsubq_s8(S8(hi), bias);
   }
 };
+using DecQ4_0 = DecLegacy<false, false>;
+using DecQ4_1 = DecLegacy<false, true>;
+using DecQ5_0 = DecLegacy<true, false>;
+using DecQ5_1 = DecLegacy<true, true>;
 
 // IQ4_NL and MXFP4: a 16-entry table indexed by the nibbles (Q4_0 order), one tbl per 16 codes.
 template <class Block, const int8_t (&kTable)[16], bool kE8M0>
@@ -531,10 +525,10 @@ bool matmul_rows(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows
   const bool mmla = (f & kArmI8mm) != 0;
 #define MOETIER_ROWS(Dec) Rows<Dec>(w, row_bytes, x, n_tok, y, y_stride, r0, r1, mmla); return true
   switch (type) {
-    case GgmlType::Q4_0: MOETIER_ROWS(DecQ4Legacy<false>);
-    case GgmlType::Q4_1: MOETIER_ROWS(DecQ4Legacy<true>);
-    case GgmlType::Q5_0: MOETIER_ROWS(DecQ5Legacy<false>);
-    case GgmlType::Q5_1: MOETIER_ROWS(DecQ5Legacy<true>);
+    case GgmlType::Q4_0: MOETIER_ROWS(DecQ4_0);
+    case GgmlType::Q4_1: MOETIER_ROWS(DecQ4_1);
+    case GgmlType::Q5_0: MOETIER_ROWS(DecQ5_0);
+    case GgmlType::Q5_1: MOETIER_ROWS(DecQ5_1);
     case GgmlType::Q8_0: MOETIER_ROWS(DecQ8_0);
     case GgmlType::Q2_K: MOETIER_ROWS(DecQ2_K);
     case GgmlType::Q3_K: MOETIER_ROWS(DecQ3_K);
