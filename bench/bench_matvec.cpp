@@ -326,16 +326,21 @@ int register_all() {
     benchmark::RegisterBenchmark(exact.c_str(), BM_Matvec, t, 2048, 4096, false, quant::ActivationRounding::exact,
                                  false)
         ->Arg(1)->Arg(2)->UseRealTime();
-    const std::string hot = "MatvecHot/" + std::string(quant::type_name(t)) + "/768x2048";
-    benchmark::RegisterBenchmark(hot.c_str(), BM_Matvec, t, 768, 2048, false, quant::ActivationRounding::match_ggml,
-                                 true)
-        ->Arg(1)->Arg(2)->UseRealTime();
     const std::string name = "MatvecReference/" + std::string(quant::type_name(t)) + "/768x2048";
     benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, 768, 2048, true, quant::ActivationRounding::exact,
                                  false)
         ->Arg(1)->UseRealTime();
   }
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::MXFP4}) {
+  // The one-token kernels' cache-resident ceilings, for the types that carry the experts of the common mixes
+  // (Q4_K_M: Q4_K, Q6_K, Q5_0 for rows 256 does not divide; Q5_K_M; IQ4_XS; gpt-oss's MXFP4 beside Q8_0).
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::IQ4_XS,
+                     GgmlType::MXFP4}) {
+    const std::string hot = "MatvecHot/" + std::string(quant::type_name(t)) + "/768x2048";
+    benchmark::RegisterBenchmark(hot.c_str(), BM_Matvec, t, 768, 2048, false, quant::ActivationRounding::match_ggml,
+                                 true)
+        ->Arg(1)->Arg(2)->UseRealTime();
+  }
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
     for (int64_t n_tok : {8, 12, 128}) {
       const std::string name = "Matmul/" + std::string(quant::type_name(t)) + "/768x2048/tok" + std::to_string(n_tok);
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok)->Arg(1)->Arg(2)->UseRealTime();

@@ -313,6 +313,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
       continue;
     }
     xq[i] = kernels::Q8Rows{group_format(g, scratch.rounding_), cols, q, d, sums};
+    xq[i].batched = g.n_tok > 1 || g.batched;
     for (int64_t tok = 0; tok < g.n_tok; ++tok) kernels::quantize_q8_row(g.x, tok, xq[i]);
     q += g.n_tok * cols;
     d += g.n_tok * (cols / 32);

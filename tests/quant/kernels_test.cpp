@@ -135,16 +135,24 @@ void check_case(const Case& c, ActivationRounding rounding, std::mt19937& rng, c
 }
 
 // The kernels to test in turn on this CPU: each Highway target compiled in and supported (the Arm dot-product
-// kernels off), then on Arm CPUs with FEAT_DotProd the sdot kernels, and with FEAT_I8MM sdot and smmla
+// kernels off), AVX3_DL again with the other answer of kernels::splits_512bit_ops (its MXFP4 rows in the vectors
+// of the other width), then on Arm CPUs with FEAT_DotProd the sdot kernels, and with FEAT_I8MM sdot and smmla
 // (int8_arm.h; the float types still take the best Highway target there).
 struct Variant {
   int64_t target;  // for hwy::SetSupportedTargetsForTest; 0: the best one
   unsigned arm;    // for kernels::arm::limit_features_for_test
   std::string name;
+  int split = -1;  // for kernels::set_512bit_split_for_test; -1: the CPU's own
 };
 std::vector<Variant> kernel_variants() {
   std::vector<Variant> v;
   for (int64_t target : kernels::compiled_targets()) v.push_back({target, 0u, hwy::TargetName(target)});
+  for (int64_t target : kernels::compiled_targets()) {
+    if (target != HWY_AVX3_DL) continue;
+    const bool split = !kernels::splits_512bit_ops();
+    v.push_back({target, 0u, std::string(hwy::TargetName(target)) + (split ? ", 512-bit ops split" : ", whole"),
+                 split ? 1 : 0});
+  }
   const unsigned arm = kernels::arm::features();
   if (arm & kernels::arm::kArmDotProd) v.push_back({0, kernels::arm::kArmDotProd, "NEON + sdot"});
   if (arm & kernels::arm::kArmI8mm) v.push_back({0, kernels::arm::kArmAllFeatures, "NEON + sdot + smmla"});
@@ -153,10 +161,12 @@ std::vector<Variant> kernel_variants() {
 void use_variant(const Variant& v) {
   hwy::SetSupportedTargetsForTest(v.target);
   kernels::arm::limit_features_for_test(v.arm);
+  kernels::set_512bit_split_for_test(v.split);
 }
 void use_best_kernels() {
   hwy::SetSupportedTargetsForTest(0);
   kernels::arm::limit_features_for_test(kernels::arm::kArmAllFeatures);
+  kernels::set_512bit_split_for_test(-1);
 }
 
 TEST(MatmulKernels, MatchReferenceOnEveryTarget) {
@@ -273,7 +283,7 @@ TEST(MatmulKernels, ThreadsGiveIdenticalResults) {
 }
 
 // The one-token kernels read a thread's rows as two streams, a row of each half in turn, and take rows in groups
-// (AVX-512 Q4_K two at a time, one of each stream, with the odd last blocks of the two together; MXFP4 and Q4_0
+// (AVX-512 Q4_K two at a time, one of each stream, with the odd last blocks of the two together; MXFP4, Q4_0, Q5_0
 // four at a time): a row's result must not depend on which rows share its group, or a different split of the rows
 // (threads) would change the logits. The same rows as a view starting 1 or 3 rows on shift every grouping.
 TEST(MatmulKernels, RowResultsDoNotDependOnTheirNeighbours) {
@@ -282,7 +292,8 @@ TEST(MatmulKernels, RowResultsDoNotDependOnTheirNeighbours) {
   const int64_t cols = 768, rows = 11;
   std::vector<float> x(static_cast<size_t>(cols));  // [1, cols]
   for (auto& v : x) v = normal(rng);
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::MXFP4}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
+                     GgmlType::IQ4_XS, GgmlType::MXFP4}) {
     const auto wb = random_matrix(t, rows, cols, rng);
     const size_t rb = row_bytes(t, cols);
     MatmulScratch mm(cols, 1, ActivationRounding::match_ggml);
@@ -555,7 +566,7 @@ TEST(MatmulKernels, GroupsSharingActivationsMatchSeparateCalls) {
 // where it sits among them): the rows of a 2-token product are bit-identical to the same tokens' rows within 131
 // (on AVX2: 17 tiles of 8 tokens, the last padded, in two passes of 16 tiles), and so are the rows of a lone token
 // in a batched group (a routed expert's one token of a prompt). So a prompt's logits do not depend on how it was
-// batched or how its tokens were routed. Q4_K, Q6_K, Q4_0 and MXFP4 take the token-interleaved kernels on AVX2,
+// batched or how its tokens were routed. Q4_K, Q6_K, Q4_0, Q5_0 and MXFP4 take the token-interleaved kernels on AVX2,
 // Q8_0 the row-major tiles.
 TEST(MatmulKernels, TokenResultsDoNotDependOnTheOtherTokens) {
   std::mt19937 rng(23);
@@ -563,7 +574,8 @@ TEST(MatmulKernels, TokenResultsDoNotDependOnTheOtherTokens) {
   const int64_t cols = 512, rows = 70, n_tok = 131;
   std::vector<float> x(static_cast<size_t>(n_tok * cols));  // [n_tok, cols]
   for (auto& v : x) v = normal(rng);
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::MXFP4}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
+                     GgmlType::IQ4_XS, GgmlType::MXFP4}) {
     const auto wb = random_matrix(t, rows, cols, rng);
     const WeightView w{t, wb.data(), rows, cols, row_bytes(t, cols)};
     MatmulScratch mm(cols, n_tok, ActivationRounding::match_ggml);

@@ -1,23 +1,24 @@
 // AVX2 fast paths of the integer kernels (int8_kernels.h) for the types that carry most of a model's bytes:
-// Q4_K, Q6_K (Qwen3/Mixtral K-quant mixes), MXFP4 (gpt-oss experts), Q8_0, Q4_0, IQ4_NL. They multiply 8-bit
-// weights with the 8-bit activation codes directly: pmaddubsw takes 32 unsigned x signed byte pairs and adds
+// Q4_K, Q6_K (Qwen3/Mixtral K-quant mixes), MXFP4 (gpt-oss experts), Q8_0, Q4_0, Q5_0, IQ4_NL. They multiply
+// 8-bit weights with the 8-bit activation codes directly: pmaddubsw takes 32 unsigned x signed byte pairs and adds
 // neighbours into 16 int16 lanes, then pmaddwd applies the sub-block scale (or 1) into 8 int32 lanes. That is
 // 2 multiplies per 32 elements where the portable kernels (int16 operands) need 4, which is what bounds them.
 //
 // Exactness: every intermediate stays in range, so the block sums are the same integers the portable kernels
 // and the scalar specification compute. pmaddubsw saturates at 2^15 - 1: its operands here are a weight code
-// 0..63 (Q4_K nibble, Q6_K 6-bit code before its -32 shift, Q4_0 / MXFP4 offset code, OffsetNibbles) or |w| <=
-// 128 (signed types, sign moved onto the activation with psignb) times an activation code |x| <= 127, so a pair
-// is at most 2 * 128 * 127 = 32512.
+// 0..63 (Q4_K nibble, Q6_K 6-bit code before its -32 shift, Q4_0 / MXFP4 / Q5_0 offset code) or |w| <= 128
+// (signed types, sign moved onto the activation with psignb) times an activation code |x| <= 127, so a pair is
+// at most 2 * 128 * 127 = 32512.
 //
 // AVX512-VNNI (Highway's AVX3_DL target: Ice Lake and later Xeons, Zen 4): vpdpbusd adds the four u8 x s8 products
 // of each 32-bit lane straight into an int32 lane, where pmaddubsw, an int16 add and a pmaddwd took three
-// operations; the sums are the same integers. The 32-block kernels of offset codes (MXFP4, Q4_0) take it
+// operations; the sums are the same integers. The 32-block kernels of offset codes (MXFP4, Q4_0, Q5_0) take it
 // (TileBlock32, Block32Rows; MXFP4's one-token rows in 512-bit vectors, Mxfp4Rows512). In the K-quant tiles here
 // (8 tokens in the lanes) a lane's int32 sum must be scaled per sub-block, and there vpdpbusd + vpdpwssd measured
 // no faster (Matmul/Q4_K tok8 slower, tok128 faster); on AVX3_DL the Q4_K and Q6_K tiles put 16 weight rows in the
-// lanes instead (int8_vnni512-inl.h), which this file's tiles remain the specification of. The one-token Q4_K and
-// Q6_K rows of the AVX-512 targets (Q4KRows512, Q6KRow512) apply the sub-block scales with vpdpwssd.
+// lanes instead (int8_vnni512-inl.h), which this file's tiles remain the specification of. The one-token Q4_K, Q5_K,
+// IQ4_XS and Q6_K rows of the AVX-512 targets (Q4KRows512, Iq4XsRows512, Q6KRow512) apply the sub-block scales with
+// vpdpwssd; Q5_K and IQ4_XS have no token tiles here (several tokens take the portable kernels).
 // Included by int8_kernels.cpp inside its per-target namespace; compiled for the AVX2 and AVX-512 targets only.
 #if defined(MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_
@@ -30,6 +31,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -85,6 +87,18 @@ HWY_INLINE __m512i DpWssd(__m512i acc, __m512i a, __m512i b) {
 }
 #endif
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// acc + the two int16 x int16 products of each 32-bit lane of a and b (a sub-block's pair sums times its scale):
+// vpdpwssd with VNNI, else pmaddwd and an add (the same integers).
+HWY_INLINE __m512i AddWordProducts(__m512i acc, __m512i a, __m512i b) {
+#if MOETIER_VNNI
+  return DpWssd(acc, a, b);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#endif
+}
+#endif
+
 // pshufb pattern that copies int16 lane w (0..7) of each 128-bit half into all eight lanes of that half.
 HWY_INLINE __m256i BroadcastWord(int w) {
   return _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (2 * w + 1) + 2 * w));
@@ -132,24 +146,33 @@ HWY_INLINE __m256i Q4KScalesMins2(const uint8_t* a, const uint8_t* b) {
   return _mm256_blend_epi32(low, _mm256_or_si256(nib, top), 0b10101010);
 }
 
-// The integer sum over one block's 8 sub-blocks of scale_s * (q_s . x_s), in 16 int32 lanes. qs: the block's
-// nibbles; xb: its 256 activation codes; sm: the block's 6-bit scales (bytes 0-7) and mins (8-15) in each 128 bits;
-// the pshufb patterns pick[p] widen scale 2p into every int16 lane of a vector's low half and 2p + 1 of its high.
-HWY_INLINE __m512i Q4KBlockSums512(const uint8_t* HWY_RESTRICT qs, const int8_t* HWY_RESTRICT xb, __m512i sm,
+// The integer sum over one block's 8 sub-blocks of scale_s * (q_s . x_s), in 16 int32 lanes. B: BlockQ4_K or
+// BlockQ5_K; blk: the block; xb: its 256 activation codes; sm: the block's 6-bit scales (bytes 0-7) and mins (8-15)
+// in each 128 bits; the pshufb patterns pick[p] widen scale 2p into every int16 lane of a vector's low half and
+// 2p + 1 of its high. Q5_K's fifth bits: element l of sub-block s has bit s of qh[l]; qh's 32 bytes in both halves
+// meet bit 2p in the low half and 2p + 1 in the high one (vptestmb), and the codes take 16 where it is set (a masked
+// add): 0..31, whose pmaddubsw pairs stay below 2^15 (2 * 31 * 127).
+template <class B>
+HWY_INLINE __m512i Q4KBlockSums512(const uint8_t* HWY_RESTRICT blk, const int8_t* HWY_RESTRICT xb, __m512i sm,
                                    const __m512i (&pick)[4]) {
+  constexpr bool kFifth = std::is_same_v<B, BlockQ5_K>;
+  const uint8_t* qs = blk + offsetof(B, qs);
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);  // 0 low, 4 high
+  __m512i qh = _mm512_setzero_si512();
+  if constexpr (kFifth) qh = _mm512_broadcast_i64x4(LoadU(blk + offsetof(BlockQ5_K, qh)));
   __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains, for latency
   for (int p = 0; p < 4; ++p) {
     const __m512i q = _mm512_broadcast_i64x4(LoadU(qs + 32 * p));
-    const __m512i w = _mm512_and_si512(_mm512_srlv_epi16(q, shifts), m4);
+    __m512i w = _mm512_and_si512(_mm512_srlv_epi16(q, shifts), m4);
+    if constexpr (kFifth) {
+      const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * p))),
+                                             _mm256_set1_epi8(static_cast<char>(2 << (2 * p))), 1);
+      w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(qh, bit), w, _mm512_set1_epi8(16));
+    }
     const __m512i prod = _mm512_maddubs_epi16(w, _mm512_loadu_si512(xb + 64 * p));
     const __m512i sc = _mm512_shuffle_epi8(sm, pick[p]);
-#if MOETIER_VNNI
-    sumi[p % 2] = DpWssd(sumi[p % 2], prod, sc);
-#else
-    sumi[p % 2] = _mm512_add_epi32(sumi[p % 2], _mm512_madd_epi16(prod, sc));
-#endif
+    sumi[p % 2] = AddWordProducts(sumi[p % 2], prod, sc);
   }
   return _mm512_add_epi32(sumi[0], sumi[1]);
 }
@@ -160,10 +183,16 @@ HWY_INLINE __m512i Q4KBlockSums512(const uint8_t* HWY_RESTRICT qs, const int8_t*
 // term zeroed, as a lone block's are), so a row's result does not depend on its neighbour. Matvec/Q4_K/2048x768,
 // 6 alternating runs, medians, GB/s at 1 / 2 threads: one row at a time 8.5 / 13.8 -> two 9.3 / 17.2 (faster in
 // 6 of 6 at both); Qwen3-30B-A3B-shaped decode at -t 2, 6 alternating runs: 9.3 -> 9.65 tok/s (faster in 5).
-template <size_t R>
+// B = BlockQ5_K (Q5_K_M mixes), where Q5_K took the portable int16 kernels (DecQ45_K): bench_matvec on a 2-vCPU
+// AMD EPYC (Zen 4), 3 alternating runs, GB/s at 1 / 2 threads: MatvecHot/Q5_K/768x2048 10.5 / 19.9 -> 19.2-20.7 /
+// 33.3-35.6; Matvec/Q5_K/2048x4096 9.3-10.5 / 17.1-19.7 -> 15.1-17.5 / 22.4-28.1, 768x2048 9.2-10.2 / 14.2-15.5 ->
+// 16.1-16.5 / 22.7-25.7, 2048x768 9.1-9.6 / 14.6-16.2 -> 13.0-13.6 / 18.3-21.4. Several tokens (a prompt, and a
+// prompt's one token in a routed expert: Q8Rows::batched) keep the portable kernels, whose sums go in another
+// order, so that a token's result does not depend on how many tokens shared its product.
+template <class B, size_t R>
 HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, float* const (&y)[R]) {
   static_assert(R == 1 || R == 2);
-  constexpr size_t kB = sizeof(BlockQ4_K);
+  constexpr size_t kB = sizeof(B);
   const int64_t nb = x.cols / kQK_K;
   const int8_t* xq = x.q;        // the one token's codes, sums of 16 and block scales
   const int16_t* xs = x.sums;
@@ -191,7 +220,7 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
   };
   const auto block_scales = [](const uint8_t* a, const uint8_t* b) HWY_ATTR {
     const __m512i v = _mm512_castsi256_si512(
-        Q4KScalesMins2(a + offsetof(BlockQ4_K, scales), b + offsetof(BlockQ4_K, scales)));
+        Q4KScalesMins2(a + offsetof(B, scales), b + offsetof(B, scales)));
     return Scales{_mm512_shuffle_i64x2(v, v, 0x00), _mm512_shuffle_i64x2(v, v, 0x55),
                   _mm512_shuffle_i64x2(v, v, 0x50)};
   };
@@ -200,10 +229,10 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
   const __m512i lanes13 = _mm512_inserti64x4(lane1, _mm512_castsi512_si256(lane3), 1);
   // [d_A, dmin_A, d_B, dmin_B] of blocks A, B (fp16 pairs at a, b) with one conversion, times dx (per element).
   const auto scales = [](const uint8_t* a, const uint8_t* b, __m128 dx) HWY_ATTR {
-    static_assert(offsetof(BlockQ4_K, dmin) == offsetof(BlockQ4_K, d) + 2);
+    static_assert(offsetof(B, dmin) == offsetof(B, d) + 2);
     uint32_t ha, hb;
-    std::memcpy(&ha, a + offsetof(BlockQ4_K, d), 4);
-    std::memcpy(&hb, b + offsetof(BlockQ4_K, d), 4);
+    std::memcpy(&ha, a + offsetof(B, d), 4);
+    std::memcpy(&hb, b + offsetof(B, d), 4);
     const __m128 dd = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(ha)), static_cast<int>(hb), 1));
     return _mm512_castps128_ps512(_mm_mul_ps(dd, dx));
   };
@@ -217,8 +246,8 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
       const uint8_t* bb = ba + kB;
       PrefetchAhead<2 * kB>(ba);
       const Scales sm = block_scales(ba, bb);
-      const __m512i sa = Q4KBlockSums512(ba + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm.a, pick);
-      const __m512i sb = Q4KBlockSums512(bb + offsetof(BlockQ4_K, qs), xq + (b + 1) * kQK_K, sm.b, pick);
+      const __m512i sa = Q4KBlockSums512<B>(ba, xq + b * kQK_K, sm.a, pick);
+      const __m512i sb = Q4KBlockSums512<B>(bb, xq + (b + 1) * kQK_K, sm.b, pick);
       const __m512i msum = _mm512_madd_epi16(_mm512_shuffle_epi8(sm.ab, min_pick), _mm512_loadu_si512(xs + b * 16));
       const __m512 s = scales(ba, bb, _mm_unpacklo_ps(dx, dx));
       acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane0, s), _mm512_cvtepi32_ps(sa), acc[r]);
@@ -234,12 +263,12 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
     const __m512i msum =
         _mm512_madd_epi16(_mm512_shuffle_epi8(sm.ab, min_pick), _mm512_broadcast_i64x4(LoadU(xs + b * 16)));
     const __m512 s = scales(ba, bb, _mm_set1_ps(xd[b]));
-    const __m512i sa = Q4KBlockSums512(ba + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm.a, pick);
+    const __m512i sa = Q4KBlockSums512<B>(ba, xq + b * kQK_K, sm.a, pick);
     acc[0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane0, s), _mm512_cvtepi32_ps(sa), acc[0]);
     acc[0] = _mm512_fnmadd_ps(_mm512_permutexvar_ps(lane1, s),
                               _mm512_cvtepi32_ps(_mm512_zextsi256_si512(_mm512_castsi512_si256(msum))), acc[0]);
     if constexpr (R == 2) {
-      const __m512i sb = Q4KBlockSums512(bb + offsetof(BlockQ4_K, qs), xq + b * kQK_K, sm.b, pick);
+      const __m512i sb = Q4KBlockSums512<B>(bb, xq + b * kQK_K, sm.b, pick);
       acc[1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lane2, s), _mm512_cvtepi32_ps(sb), acc[1]);
       acc[1] = _mm512_fnmadd_ps(_mm512_permutexvar_ps(lane3, s),
                                 _mm512_cvtepi32_ps(_mm512_zextsi256_si512(_mm512_extracti64x4_epi64(msum, 1))),
@@ -253,10 +282,101 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
 // (TwoStreamRows): the two rows' blocks are read in turn, 288 bytes of each. Flattened: every group inlined, so
 // the kernel's constants are set up once per call, not once per pair of rows (that cost 15% of the cache-resident
 // speed: MatvecHot/Q4_K/768x2048 at 1 thread 13.6-15.0 -> 12.0-12.3 GB/s).
+template <class B>
 HWY_FLATTEN void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
                                 int64_t r1) {
   TwoStreamRowPointers<2>(w, row_bytes, y, r0, r1, [&](const auto& rw, const auto& ry) HWY_ATTR {
-    Q4KRows512(rw, x, ry);
+    Q4KRows512<B>(rw, x, ry);
+  });
+}
+#endif
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// One token of R IQ4_XS rows (decode; rows, y as Q4KRows512) in 512-bit vectors, sub-blocks 2p and 2p + 1 of a block
+// side by side, as Q4KBlockSums512 takes them. Sub-block s's 32 codes are the low then the high nibbles of
+// qs[16s .. 16s + 16): the 32 bytes of a pair fill 128-bit lanes [A, A, B, B] (one shuffle of the load), shifted by
+// 0 / 4 bits per lane. The levels (kIq4nlValues, -127..113) are signed, and offset to unsigned they would saturate
+// pmaddubsw (2 * 240 * 127), so their magnitudes (a pshufb table) meet the activation codes negated where the
+// level is (nibbles 0-7: vptestnmb and a masked subtraction): |w| (-x) = w x, pairs at most 2 * 127 * 127. The
+// signed 6-bit scales (scale6 - 32, from the low nibbles of scales_l and two bits of scales_h each) are unpacked
+// once per block into 8 int16 in every 128 bits, and pick[p] widens scale 2p over the low half and 2p + 1 over the
+// high one, which AddWordProducts applies. IQ4_XS has no mins. Before, IQ4_XS took the
+// portable int16 kernels (DecIQ4_XS): bench_matvec on a 2-vCPU AMD EPYC (Zen 4), 3 alternating runs, GB/s at 1 / 2
+// threads: MatvecHot/IQ4_XS/768x2048 10.7 / 20.0 -> 15.0-16.4 / 26.2-27.9 (with the levels by pshufb; vpermb then
+// faster in 3 of 3 alternating runs, 15.1-16.1 -> 16.7-17.4 at 1 thread); Matvec/IQ4_XS/2048x4096 8.2-9.6 /
+// 17.3-18.7 -> 14.3-15.9 / 26.7-28.9, 2048x768 7.6-8.9 / 13.0-13.9 -> 12.2-15.2 / 21.3-21.7. Several tokens keep
+// the portable kernels, as Q5_K (Q4KRows512) does.
+template <size_t R>
+HWY_INLINE void Iq4XsRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, float* const (&y)[R]) {
+  using B = BlockIQ4_XS;
+  constexpr size_t kB = sizeof(B);
+  const int64_t nb = x.cols / kQK_K;
+  uint8_t abs_levels[16];
+  for (int i = 0; i < 16; ++i) abs_levels[i] = static_cast<uint8_t>(std::abs(kIq4nlValues[i]));
+  const __m512i abs_tbl = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(abs_levels)));
+  const __m512i m4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
+  const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+  __m512i pick[4];  // bytes 4p, 4p + 1 (int16 scale 2p) in the low half, 4p + 2, 4p + 3 in the high
+  for (int p = 0; p < 4; ++p) {
+    pick[p] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>((4 * p + 1) << 8 | 4 * p)),
+                                 _mm256_set1_epi16(static_cast<int16_t>((4 * p + 3) << 8 | (4 * p + 2))), 1);
+  }
+  // Scale s in int16 lane s: nibble s % 2 of scales_l[s / 2] (pshufb widens byte s / 2, vpsrlvw takes the nibble),
+  // bits 2s, 2s + 1 of scales_h above it.
+  const __m128i low_byte = _mm_setr_epi8(0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3, -128, 3, -128);
+  const __m128i low_shift = _mm_setr_epi16(0, 4, 0, 4, 0, 4, 0, 4);
+  const __m128i high_shift = _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14);
+  const auto block_scales = [&](const uint8_t* blk) HWY_ATTR {
+    uint32_t sl;
+    uint16_t sh;
+    std::memcpy(&sl, blk + offsetof(B, scales_l), 4);
+    std::memcpy(&sh, blk + offsetof(B, scales_h), 2);
+    const __m128i lo = _mm_and_si128(
+        _mm_srlv_epi16(_mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(sl)), low_byte), low_shift),
+        _mm_set1_epi16(0x0f));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16(static_cast<int16_t>(sh)), high_shift),
+                                     _mm_set1_epi16(3));
+    const __m128i sc = _mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));
+    return _mm512_broadcast_i32x4(sc);
+  };
+  __m512 acc[R];
+  for (size_t r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int8_t* xb = x.q + b * kQK_K;
+    for (size_t r = 0; r < R; ++r) {
+      const uint8_t* blk = rows[r] + static_cast<size_t>(b) * kB;
+      PrefetchAhead<kB>(blk);
+      const __m512i sc = block_scales(blk);
+      __m512i sumi[2] = {zero, zero};  // two chains, for latency
+      for (int p = 0; p < 4; ++p) {
+        const __m512i v = _mm512_castsi256_si512(LoadU(blk + offsetof(B, qs) + 32 * p));
+        // Bit 3 of each byte is its nibble's own after the shift, whatever the neighbouring nibble left above it.
+        const __m512i nib = _mm512_srlv_epi64(_mm512_shuffle_i64x2(v, v, 0x50), shifts);
+#if HWY_TARGET == HWY_AVX3_DL
+        // vpermb reads 6 bits of each index, and the table is in each 16 bytes: the neighbour's bits pick the same.
+        const __m512i aw = _mm512_permutexvar_epi8(nib, abs_tbl);
+#else
+        const __m512i aw = _mm512_shuffle_epi8(abs_tbl, _mm512_and_si512(nib, m4));
+#endif
+        const __m512i xv = _mm512_loadu_si512(xb + 64 * p);
+        const __m512i xs = _mm512_mask_sub_epi8(xv, _mm512_testn_epi8_mask(nib, eight), zero, xv);
+        const __m512i prod = _mm512_maddubs_epi16(aw, xs);
+        const __m512i scale = _mm512_shuffle_epi8(sc, pick[p]);
+        sumi[p % 2] = AddWordProducts(sumi[p % 2], prod, scale);
+      }
+      const __m512 ddx = _mm512_set1_ps(Fp16At(blk + offsetof(B, d)) * x.d[b]);
+      acc[r] = _mm512_fmadd_ps(ddx, _mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), acc[r]);
+    }
+  }
+  for (size_t r = 0; r < R; ++r) *y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+// One token (decode) of rows r0 .. r1 - 1 by Iq4XsRows512, two at a time, one from each of two streams; flattened
+// as Q4KOneToken512.
+HWY_FLATTEN void Iq4XsOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
+                                  int64_t r1) {
+  TwoStreamRowPointers<2>(w, row_bytes, y, r0, r1, [&](const auto& rw, const auto& ry) HWY_ATTR {
+    Iq4XsRows512(rw, x, ry);
   });
 }
 #endif
@@ -373,11 +493,7 @@ HWY_INLINE void Q6KRow512(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int6
       for (int k = 0; k < 2; ++k) {
         const __m512i prod = _mm512_maddubs_epi16(q[k], _mm512_loadu_si512(xb + 128 * h + 64 * k));
         const __m512i s = _mm512_permutexvar_epi16(idx[2 * h + k], sc);
-#if MOETIER_VNNI
-        sumi[k] = DpWssd(sumi[k], prod, s);
-#else
-        sumi[k] = _mm512_add_epi32(sumi[k], _mm512_madd_epi16(prod, s));
-#endif
+        sumi[k] = AddWordProducts(sumi[k], prod, s);
       }
     }
     // the codes' offset 32: 32 * sum_j scale_j * bsum_j, off the 16 int32 lanes' sum (in their low 8)
@@ -856,9 +972,61 @@ struct OffsetNibbles {
 using Q4_0Tokens = OffsetNibbles<BlockQ4_0, kQ4_0Levels, false, 8, 8>;
 using MXFP4Tokens = OffsetNibbles<BlockMXFP4, kMxfp4DoubledValues, true, 12, 4>;
 
+// Q5_0 (llama-quantize's fallback for rows that 256-blocks do not divide: Gemma 4's 704-wide experts in a Q4_K_M
+// file): Q4_0's nibbles (element j < 16 the low nibble of qs[j], j + 16 its high one, so byte j of Nibbles is
+// element j) with bit j of the little-endian qh as element j's fifth bit. The code nibble | bit << 4 is the value
+// + 16: already unsigned (0..31), offset 16; 4 quads per int16 sum (4 * 2 * 31 * 127 = 31496). Before, Q5_0 took
+// the portable int16 kernels (DecQ5Legacy), where Gemma-4-26B-A4B-shaped Q4_K_M decode spent 10% of its time.
+// bench_matvec GB/s on a 2-vCPU AMD EPYC (Zen 4, AVX3_DL), DecQ5Legacy -> these, 3 alternating runs, 1 / 2 threads:
+// Matvec/Q5_0/2880x2880 9.6-9.9 / 12.3-18.3 -> 17.3-18.6 / 28.8-31.0, 768x2048 7.5-9.6 / 14.8-16.8 -> 17.2-18.4
+// / 20.8-26.9, 2048x768 9.3-9.4 / 11.9-13.9 -> 14.7-17.4 / 23.3-28.1. Two blocks per 512-bit vector, as
+// Mxfp4Rows512 (the fifth bits one masked add), was slower there: MatvecHot/Q5_0/768x2048 at 1 thread 19.0-19.6
+// -> 18.0-18.3 GB/s in 4 of 4 alternating runs, 2880x2880 17.9-18.3 -> 17.0-17.6.
+struct Q5_0Tokens {
+  using Nib = NibbleWeights<BlockQ5_0, kQ4_0Levels, false>;
+  static constexpr size_t kBytes = sizeof(BlockQ5_0);
+  static constexpr int kOffset = 16;
+  static constexpr int kQuadsPerSum = 4;
+  static_assert(kQuadsPerSum * 2 * 31 * 127 <= 32767 && 8 % kQuadsPerSum == 0);
+  static HWY_INLINE __m256i Table() { return _mm256_setzero_si256(); }
+  static HWY_INLINE float Scale(const uint8_t* b) { return Fp16At(b); }
+  static HWY_INLINE __m256i Weights(const uint8_t* b, __m256i) {
+    uint32_t qh;
+    std::memcpy(&qh, b + offsetof(BlockQ5_0, qh), 4);
+    const __m256i nib = Nib::Nibbles(b);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    // AVX512BW: qh is the byte mask itself; 16 added where its bit is set (one masked add).
+    return _mm256_mask_add_epi8(nib, _cvtu32_mask32(qh), nib, _mm256_set1_epi8(16));
+#else
+    // Byte j takes qh's byte j / 8 (pshufb within each 128-bit lane of the broadcast word), keeps bit j % 8, and
+    // becomes 16 where that bit is set.
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int>(qh)),
+        _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+#endif
+  }
+  // The same weights as signed values (-16..15), for the row kernels without the activation pair sums (x.c).
+  struct W {
+    static constexpr size_t kBytes = sizeof(BlockQ5_0);
+    static HWY_INLINE __m256i Table() { return _mm256_setzero_si256(); }
+    static HWY_INLINE float Scale(const uint8_t* b) { return Fp16At(b); }
+    static HWY_INLINE __m256i Weights(const uint8_t* b, __m256i t) {
+      return _mm256_sub_epi8(Q5_0Tokens::Weights(b, t), _mm256_set1_epi8(16));
+    }
+  };
+};
+
 // The code offset o of type t's kernels here (Q8Rows::c), 0 for types that take none.
 inline int CodeOffset(GgmlType t) {
-  return t == GgmlType::Q4_0 ? Q4_0Tokens::kOffset : t == GgmlType::MXFP4 ? MXFP4Tokens::kOffset : 0;
+  switch (t) {
+    case GgmlType::Q4_0: return Q4_0Tokens::kOffset;
+    case GgmlType::Q5_0: return Q5_0Tokens::kOffset;
+    case GgmlType::MXFP4: return MXFP4Tokens::kOffset;
+    default: return 0;
+  }
 }
 
 // A block of 32 is little work, so two accumulator sets (even and odd blocks) keep the float multiply-add
@@ -1012,7 +1180,12 @@ HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, c
 // threads 17.4 -> 23.1, 13.8 -> 19.6, 16.6 -> 22.4; Matvec/MXFP4/2880x2880 (gpt-oss) at 2 threads 19.8 -> 22.3,
 // 17.2 -> 18.3, 16.1 -> 20.6; 2048x4096 18.8 -> 21.6, 15.8 -> 18.1; 2048x768 (0.8 MB a product, short enough
 // for the noise to rule) 19.3 -> 17.3, 15.9 -> 17.9, 13.5 -> 12.9, 15.0 -> 18.4. Eight rows at a time instead of
-// four: no faster (mixed, within the noise). rows, y as Block32Rows.
+// four: no faster (mixed, within the noise). rows, y as Block32Rows. On Zen 4, which runs a 512-bit operation as
+// two 256-bit halves, the opposite holds, so Block32OneToken keeps Block32Rows there (splits_512bit_ops): a 2-vCPU
+// AMD EPYC, 4 alternating runs, this -> Block32Rows, GB/s: MatvecHot/MXFP4/768x2048 at 1 thread 15.3-16.2 ->
+// 20.5-22.7, at 2 threads 27.8-29.8 -> 36.9-40.3; Matvec/MXFP4/2880x2880 at 2 threads 24.1-27.4 -> 28.2-30.6.
+// (Q4KRows512 and Q6KRow512 stay faster than the 256-bit rows there: MatvecHot/Q4_K/768x2048 at 1 thread 18.1-19.6
+// in 256 bits against 21.1-21.7, Q6_K 25.8-26.4 against 29.0-29.3.)
 template <size_t R>
 HWY_INLINE void Mxfp4Rows512(const uint8_t* const (&rows)[R], size_t row_bytes, const Q8Rows& x,
                              float* const (&y)[R]) {
@@ -1055,15 +1228,17 @@ HWY_INLINE void Mxfp4Rows512(const uint8_t* const (&rows)[R], size_t row_bytes, 
 }
 #endif
 
-// Rows r0 .. r1 - 1 of one token by Block32Rows (MXFP4 with VNNI and VBMI: Mxfp4Rows512), four at a time: two
+// Rows r0 .. r1 - 1 of one token by Block32Rows (MXFP4 with VNNI and VBMI: Mxfp4Rows512, unless the CPU splits
+// 512-bit operations: splits_512bit_ops), four at a time: two
 // consecutive rows of each of two streams (TwoStreamRows); flattened as Q4KOneToken512.
 template <class W>
 HWY_FLATTEN void Block32OneToken(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
                                  int64_t r1) {
+  [[maybe_unused]] const bool split = std::is_same_v<W, MXFP4Tokens> && splits_512bit_ops();  // MXFP4 only
   TwoStreamRowPointers<4>(w, row_bytes, y, r0, r1, [&](const auto& rw, const auto& ry) HWY_ATTR {
 #if HWY_TARGET == HWY_AVX3_DL
     if constexpr (std::is_same_v<W, MXFP4Tokens>) {
-      return Mxfp4Rows512(rw, row_bytes, x, ry);
+      if (!split) return Mxfp4Rows512(rw, row_bytes, x, ry);
     }
 #endif
     Block32Rows<W>(rw, row_bytes, x, ry);
@@ -1116,7 +1291,7 @@ HWY_INLINE void TileBlock32(const uint8_t (*HWY_RESTRICT w)[64], const float (*H
   }
 }
 
-// Several tokens of Q4_0 or MXFP4 through the token-interleaved tiles, as TokenTile does for Q4_K and Q6_K, but
+// Several tokens of Q4_0, Q5_0 or MXFP4 through the token-interleaved tiles, as TokenTile does for Q4_K and Q6_K, but
 // per 32-block, whose scale is a float (fp16 d, E8M0 exponent): each block's integer sums end in the float lanes.
 // The offset codes (OffsetNibbles) need no sign operations. bench_matvec Matmul/MXFP4/768x2048, G MAC/s at 1 / 2
 // threads, alternating binaries, row by row -> these: tok8 24.2-25.1 / 30.0-44.3 -> 31.9-41.9 / 54.7-57.4,
@@ -1207,8 +1382,8 @@ void TiledRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_to
   Rows<Tile>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
 }
 
-// Q4_0 and MXFP4: the token tiles as TiledRows; row by row with the offset codes where the caller gave their pair
-// sums (x.c: matmul_groups does wherever kernels::code_offset is not 0), else with the signed codes.
+// Q4_0, Q5_0 and MXFP4: the token tiles as TiledRows; row by row with the offset codes where the caller gave their
+// pair sums (x.c: matmul_groups does wherever kernels::code_offset is not 0), else with the signed codes.
 template <class O>
 void OffsetRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
                 int64_t r0, int64_t r1) {
@@ -1228,12 +1403,24 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
     case GgmlType::Q4_K:
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
       if (n_tok == 1 && x.qt == nullptr) {  // decode; a lone token of a batched group takes the tiles (TiledRows)
-        Q4KOneToken512(w, row_bytes, x, y, r0, r1);
+        Q4KOneToken512<BlockQ4_K>(w, row_bytes, x, y, r0, r1);
         return true;
       }
 #endif
       TiledRows<Q4KTokens, Q4K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    case GgmlType::Q5_K:
+      if (n_tok != 1 || x.batched) return false;  // several tokens, or one of a prompt's: the portable kernels
+      Q4KOneToken512<BlockQ5_K>(w, row_bytes, x, y, r0, r1);
+      return true;
+#endif
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    case GgmlType::IQ4_XS:
+      if (n_tok != 1 || x.batched) return false;  // as Q5_K
+      Iq4XsOneToken512(w, row_bytes, x, y, r0, r1);
+      return true;
+#endif
     case GgmlType::Q6_K: TiledRows<Q6KTokens, Q6K>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
     case GgmlType::Q8_0:
       if (n_tok == 1) {
@@ -1248,6 +1435,9 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
     case GgmlType::IQ4_NL:
       Rows<Block32<NibbleWeights<BlockIQ4_NL, kIq4nlValues, false>>::Tile>(w, row_bytes, x, n_tok, y, y_stride, r0,
                                                                              r1);
+      return true;
+    case GgmlType::Q5_0:
+      OffsetRows<Q5_0Tokens>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
     case GgmlType::MXFP4:
       OffsetRows<MXFP4Tokens>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);

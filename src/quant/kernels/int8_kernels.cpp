@@ -16,6 +16,7 @@
 #include "hwy/highway.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <cstddef>
@@ -30,6 +31,10 @@
 #include "quant/kernels/int8_kernels.h"
 #include "quant/kernels/int8_vnni512-inl.h"
 #include "quant/kquant_scales.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace moetier::quant::kernels {
@@ -374,7 +379,8 @@ void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, fl
 
 bool UsesTokenTiles(GgmlType type) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  return type == GgmlType::Q4_K || type == GgmlType::Q6_K || type == GgmlType::Q4_0 || type == GgmlType::MXFP4;
+  return type == GgmlType::Q4_K || type == GgmlType::Q6_K || type == GgmlType::Q4_0 || type == GgmlType::Q5_0 ||
+         type == GgmlType::MXFP4;
 #else
   (void)type;
   return false;
@@ -484,10 +490,44 @@ HWY_EXPORT(UsesTokenTiles);
 HWY_EXPORT(CodeOffset);
 HWY_EXPORT(Target);
 
+namespace {
+
+std::atomic<int> g_split_for_test{-1};
+
+bool cpu_splits_512bit_ops() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  if (std::strcmp(vendor, "AuthenticAMD") != 0 || __get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  const unsigned base = (a >> 8) & 0xf;
+  const unsigned family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
+  return family == 0x19;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool splits_512bit_ops() {
+  static const bool cpu = cpu_splits_512bit_ops();
+  const int forced = g_split_for_test.load(std::memory_order_relaxed);
+  return forced < 0 ? cpu : forced != 0;
+}
+
+void set_512bit_split_for_test(int split) { g_split_for_test.store(split, std::memory_order_relaxed); }
+
 std::string int8_kernels_name() {
   const unsigned arm = arm::features();
   if (arm & arm::kArmDotProd) return arm & arm::kArmI8mm ? "NEON + sdot + smmla" : "NEON + sdot";
-  return hwy::TargetName(HWY_DYNAMIC_DISPATCH(Target)());
+  const int64_t target = HWY_DYNAMIC_DISPATCH(Target)();
+  std::string name = hwy::TargetName(target);
+  if (target == HWY_AVX3_DL && splits_512bit_ops()) name += " (512-bit operations split: MXFP4 rows in 256 bits)";
+  return name;
 }
 
 Q8Format q8_format(GgmlType t) {

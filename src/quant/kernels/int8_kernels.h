@@ -1,9 +1,10 @@
 // Integer dot-product kernels: activations quantized once per token row to 8 bits, weights decoded to small
 // integers, products summed exactly in int32, one float multiply per block. Portable Highway kernels widen both
-// to int16 (pmaddwd on x86, smlal on Arm); on AVX2/AVX-512 CPUs the main types (Q4_K, Q6_K, Q8_0, Q4_0, IQ4_NL,
-// MXFP4) multiply 8-bit values directly (pmaddubsw, 32 products per instruction; int8_avx2-inl.h), and with
-// AVX512-VNNI the K-quant token tiles take vpdpbusd, 64 per instruction (int8_vnni512-inl.h). On Arm CPUs with
-// FEAT_DotProd every type takes sdot, and with FEAT_I8MM products of several tokens smmla (int8_arm.h).
+// to int16 (pmaddwd on x86, smlal on Arm); on AVX2/AVX-512 CPUs the main types (Q4_K, Q6_K, Q8_0, Q4_0, Q5_0,
+// IQ4_NL, MXFP4; on AVX-512 also Q5_K and IQ4_XS for one token) multiply 8-bit values directly (pmaddubsw, 32
+// products per instruction; int8_avx2-inl.h), and with AVX512-VNNI the K-quant token tiles take vpdpbusd, 64 per
+// instruction (int8_vnni512-inl.h). On Arm CPUs with FEAT_DotProd every type takes sdot, and with FEAT_I8MM
+// products of several tokens smmla (int8_arm.h).
 // Highway, dispatched at run time to the best target the CPU has, like matmul_kernels.h.
 //
 // The activation formats are the ones the reference engine (../shared/oracle) pairs with each weight type, so
@@ -55,6 +56,10 @@ struct Q8Rows {
   // For the weights whose codes the kernels offset to unsigned values (code_offset): o times the sum of each pair
   // of codes; null when absent.
   int16_t* c = nullptr;     // [n_tok, cols / 2]
+  // Part of a forward pass over several tokens (a prompt): a row of such a product must be the same bits as the
+  // same token's row in a product of several, so the kernels whose one-token form sums in another order than their
+  // several-token form (AVX-512 Q5_K and IQ4_XS) take the several-token one. False for decode's products.
+  bool batched = false;
 };
 
 // Lanes of a token tile: one int32 lane per token fills an AVX2 vector. A tile of 1..kPairedTile tokens holds each
@@ -68,13 +73,14 @@ inline int64_t padded_tokens(int64_t n_tok) { return (n_tok + kTokenTile - 1) / 
 inline bool paired_tile(int64_t tokens) { return tokens <= kPairedTile; }
 
 // Whether the kernels of the best target this CPU has read the token-interleaved rows for weights of type t: Q4_K,
-// Q6_K, Q4_0 and MXFP4 on AVX2 / AVX-512. Callers fill them (interleave_q8_tokens) for products of several
+// Q6_K, Q4_0, Q5_0 and MXFP4 on AVX2 / AVX-512. Callers fill them (interleave_q8_tokens) for products of several
 // tokens, and for the products of one token that belong to a forward pass over several (a routed expert that got
 // one token of a prompt), so that a token's result does not depend on how many tokens shared its product.
 bool uses_token_tiles(GgmlType t);
 
 // The offset o the kernels of the best target this CPU has add to the codes of weights of type t, to make them the
-// unsigned operand of the 8-bit multiply (pmaddubsw): Q4_0 8, MXFP4 12 on AVX2 / AVX-512; 0 for the others.
+// unsigned operand of the 8-bit multiply (pmaddubsw): Q4_0 8, Q5_0 16, MXFP4 12 on AVX2 / AVX-512; 0 for the
+// others.
 // Callers give the row-by-row kernels (one token) of such types the pair sums x.c (offset_pair_sums).
 int code_offset(GgmlType t);
 
@@ -88,8 +94,17 @@ void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok);
 void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out);
 
 // The integer kernels this CPU runs, for logs and test output: "NEON + sdot + smmla" or "NEON + sdot" on Arm
-// CPUs with the dot-product extensions (int8_arm.h), else the Highway target's name ("AVX3_DL", "AVX2", "NEON").
+// CPUs with the dot-product extensions (int8_arm.h), else the Highway target's name ("AVX3_DL", "AVX2", "NEON"),
+// saying so where splits_512bit_ops() changes a kernel.
 std::string int8_kernels_name();
+
+// Whether this CPU runs each 512-bit vector operation as two 256-bit halves: AMD family 19h (Zen 4, the family's
+// only CPUs with AVX-512). There the one-token MXFP4 rows are faster in 256-bit vectors than in 512-bit ones
+// (int8_avx2-inl.h, Mxfp4Rows512 says by how much). From CPUID, read once; false on other CPUs and architectures.
+bool splits_512bit_ops();
+// Tests: splits_512bit_ops() answers `split` (0 or 1), or the CPU's own answer again (-1), so that both forms of
+// those kernels run on any AVX-512 CPU.
+void set_512bit_split_for_test(int split);
 
 // For r in [r0, r1) and t < n_tok: y[t * y_stride + r] = sum over blocks of (weight block . activation block).
 // w: rows of `row_bytes` bytes of type `type` (a type with q8_format(type) != none); x: n_tok quantized rows of
