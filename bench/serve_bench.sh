@@ -27,6 +27,8 @@ if [ ! -f "$model" ]; then
   "$bin" synth --preset qwen3-30b-a3b --type Q4_K_M -o "$model"
 fi
 flags=(-m "$model" --experts stream --cache-mb "$cache" -t "$threads" -c 2048)
+# Every run starts cold: no heat profile kept, so none warm-starts the next (engine/heat_keeper.h).
+export MOETIER_HEAT=off
 prompt="Once upon a time"
 
 median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];

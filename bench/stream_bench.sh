@@ -8,10 +8,15 @@
 #               `moetier synth --preset PRESET --type Q4_K_M` if missing (~17, ~17, ~21 GB)
 #   env: RUNS (3) runs per configuration, TOKENS (32) decode tokens, CAP_GIB (8) memory cap, THREADS (2),
 #        PROMPT ("Once upon a time"), FIO_SECONDS (30; 0 skips fio), CONFIGS (all: "stream2000 stream4000
-#        streamauto mmapcapped resident"; a subset runs only those, and the table lists only those)
+#        stream4000warm streamauto mmapcapped resident"; a subset runs only those, and the table lists only those),
+#        ROUTE (unset: the model's router; a route_trace v1 file: every run replays its routing, --route-replay)
 #
+# Every run starts cold (MOETIER_HEAT=off: no heat profile kept or read) except stream4000warm's: one unmeasured
+# run of stream4000 writes a heat profile, and each measured run warm-starts its cache from that same profile
+# (--cache-warm FILE) before the first token.
 # Prints a markdown table: per configuration, the median over RUNS of decode tok/s, MiB read per decode token,
-# cache hit rate and peak RSS; then the drive's direct random-read bandwidth (fio) at 1, 2 and 4 lanes.
+# cache hit rate and peak RSS, and of tok/s and hit rate over the first 16 and 32 decode tokens (the warm-up); then
+# the drive's direct random-read bandwidth (fio) at 1, 2 and 4 lanes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "stream_bench: needs root (memory cgroup, drop_caches)" >&2; exit 1; }
@@ -47,6 +52,9 @@ cleanup() { for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do kill "$p" 2>/dev/
 trap cleanup EXIT
 
 prompt=${PROMPT:-"Once upon a time"}
+export MOETIER_HEAT=off
+route=()
+[ -n "${ROUTE:-}" ] && route=(--route-replay "$ROUTE")
 # run NAME CAPPED ARGS...: RUNS cold runs; each leaves its metrics CSV in $out/NAME.RUN.csv
 run_config() {
   local name=$1 capped=$2; shift 2
@@ -57,9 +65,10 @@ run_config() {
     if [ "$capped" = 1 ]; then
       reset_peak
       sh -c 'echo $$ > '"$cg"'/cgroup.procs; exec "$@"' sh "$bin" run -m "$model" -p "$prompt" -n "$tokens" --temp 0 \
-        -t "$threads" --csv "$csv" "$@" > "$out/$name.$r.log" 2>&1 || { echo "$name run $r failed: see $out/$name.$r.log" >&2; continue; }
+        -t "$threads" --csv "$csv" "${route[@]}" "$@" > "$out/$name.$r.log" 2>&1 ||
+        { echo "$name run $r failed: see $out/$name.$r.log" >&2; continue; }
     else
-      "$bin" run -m "$model" -p "$prompt" -n "$tokens" --temp 0 -t "$threads" --csv "$csv" "$@" \
+      "$bin" run -m "$model" -p "$prompt" -n "$tokens" --temp 0 -t "$threads" --csv "$csv" "${route[@]}" "$@" \
         > "$out/$name.$r.log" 2>&1 || { echo "$name run $r failed: see $out/$name.$r.log" >&2; continue; }
     fi
   done
@@ -74,37 +83,65 @@ median() {
     { grep '^# summary' "$f" || true; } | tr ' ' '\n' | sed -n "s/^$key=//p"
   done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}'
 }
+# window NAME N: "tok/s hit%" over the first N decode rows of each run's CSV, each the median over the runs
+window() {
+  local name=$1 n=$2 col
+  for col in 1 2; do
+    for r in $(seq 1 "$runs"); do
+      local f=$out/$name.$r.csv
+      [ -f "$f" ] || continue
+      awk -F, -v n="$n" '
+        /^#/ { next }
+        $1 == "step" { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+        $c["phase"] == "decode" && k < n { ++k; ms += $c["wall_ms"]; h += $c["hits"]; m += $c["misses"] }
+        END { if (k) printf "%.2f %.1f\n", k * 1000 / ms, (h + m) ? 100 * h / (h + m) : 0 }' "$f"
+    done | cut -d' ' -f"$col" | sort -g | awk '{v[NR]=$1} END {if (NR) printf "%s ", v[int((NR+1)/2)]; else printf "- "}'
+  done
+}
 row() {
   local name=$1 label=$2
-  local dtok dms rb hit rss
+  local dtok dms rb hit rss w16 w32
   dtok=$(median "$name" decode_tokens); dms=$(median "$name" decode_ms)
   rb=$(median "$name" read_bytes); hit=$(median "$name" hit_pct); rss=$(median "$name" peak_rss_mib)
-  awk -v l="$label" -v t="$dtok" -v ms="$dms" -v rb="$rb" -v h="$hit" -v rss="$rss" -v n="$tokens" 'BEGIN {
+  w16=$(window "$name" 16); w32=$(window "$name" 32)
+  awk -v l="$label" -v t="$dtok" -v ms="$dms" -v rb="$rb" -v h="$hit" -v rss="$rss" -v n="$tokens" \
+      -v w16="$w16" -v w32="$w32" 'BEGIN {
     tps = (ms > 0) ? t * 1000 / ms : 0; mib = (n > 0 && rb != "-") ? rb / 1048576 / n : 0;
-    printf "| %s | %.2f | %.1f | %s | %s |\n", l, tps, mib, h, rss }'
+    split(w16, a, " "); split(w32, b, " ");
+    printf "| %s | %.2f | %.1f | %s | %s | %s / %s | %s / %s |\n", l, tps, mib, h, rss, a[1], a[2], b[1], b[2] }'
 }
 
-configs=${CONFIGS:-"stream2000 stream4000 streamauto mmapcapped resident"}
+all="stream2000 stream4000 stream4000warm streamauto mmapcapped resident"
+configs=${CONFIGS:-$all}
 for c in $configs; do
-  case $c in
-    stream2000 | stream4000 | streamauto | mmapcapped | resident) ;;
-    *) echo "stream_bench: unknown configuration '$c' in CONFIGS (stream2000 stream4000 streamauto mmapcapped resident)" >&2
+  case " $all " in
+    *" $c "*) ;;
+    *) echo "stream_bench: unknown configuration '$c' in CONFIGS ($all)" >&2
        exit 1 ;;
   esac
 done
 selected() { case " $configs " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 selected stream2000 && run_config stream2000 1 --experts stream --cache-mb 2000
 selected stream4000 && run_config stream4000 1 --experts stream --cache-mb 4000
+if selected stream4000warm; then
+  heat=$out/stream4000warm.heat.json
+  rm -f "$heat"
+  (runs=1; run_config stream4000warm-profile 1 --experts stream --cache-mb 4000 --heat "$heat")
+  [ -f "$heat" ] || { echo "stream_bench: the profiling run wrote no heat profile: see $out/stream4000warm-profile.1.log" >&2; exit 1; }
+  run_config stream4000warm 1 --experts stream --cache-mb 4000 --cache-warm "$heat"
+fi
 selected streamauto && run_config streamauto 1 --experts stream --cache-mb auto
 selected mmapcapped && run_config mmapcapped 1 --experts resident
 selected resident && run_config resident 0 --experts resident
 
-echo "model: $model, $tokens decode tokens, -t $threads, median of $runs cold runs, cap ${cap_gib} GiB"
+echo "model: $model, $tokens decode tokens, -t $threads, median of $runs runs (page cache dropped before each), cap" \
+     "${cap_gib} GiB${ROUTE:+, routing replayed from $ROUTE}"
 echo
-echo "| configuration | decode tok/s | MiB read / token (whole run) | hit % | peak RSS MiB |"
-echo "| --- | --- | --- | --- | --- |"
+echo "| configuration | decode tok/s | MiB read / token (whole run) | hit % | peak RSS MiB | first 16: tok/s / hit % | first 32: tok/s / hit % |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 selected stream2000 && row stream2000 "stream, cache 2000 MiB, capped"
 selected stream4000 && row stream4000 "stream, cache 4000 MiB, capped"
+selected stream4000warm && row stream4000warm "stream, cache 4000 MiB, capped, warm start"
 selected streamauto && row streamauto "stream, cache auto, capped"
 selected mmapcapped && row mmapcapped "resident (mmap), capped"
 selected resident && row resident "resident, uncapped"

@@ -2,6 +2,7 @@
 // an expert-cache policy and report hit rates, misses and bytes read, with the recording engine's batch
 // semantics (src/sim/batches.h). The policies are the engine's own objects (src/moe/cache_policy.h).
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "cli/flag_checks.h"
 #include "engine/engine_config.h"
 #include "moe/cache_policy.h"
+#include "moe/heat_profile.h"
 #include "sim/batches.h"
 #include "sim/hot_list.h"
 #include "sim/replay.h"
@@ -41,7 +43,12 @@ struct Opts {
   double lfu_decay = 0;
   bool cliff_guard = false;
   bool strict = false;
+  std::string cache_warm;  // heat profile for a warm start
+  std::string write_heat;  // heat profile to write from the replayed decode steps
 };
+
+// The decode hit rate over the warm-up windows a warm start is judged on, and after them.
+constexpr int64_t kWindows[] = {8, 16, 32};
 
 json to_json(const std::string& trace, const sim::ReplayResult& r, bool swaps) {
   json j;
@@ -60,6 +67,11 @@ json to_json(const std::string& trace, const sim::ReplayResult& r, bool swaps) {
   j["prefill_read_mib"] = static_cast<double>(r.prefill.miss_bytes) / kMiB;
   j["residency_match"] = r.residency_match_pct();
   j["cliff_guard_engaged"] = r.cliff_guard_engaged;
+  j["warm_experts"] = r.warm_experts;
+  json windows;
+  for (const int64_t w : kWindows) windows[fmt::format("first_{}", w)] = r.decode_window(0, w).hit_pct();
+  windows[fmt::format("after_{}", kWindows[2])] = r.decode_window(kWindows[2], r.decode_tokens).hit_pct();
+  j["decode_hit_rate_windows"] = windows;
   j["working_set_mib"] = static_cast<double>(r.working_set_bytes) / kMiB;
   if (swaps) {
     j["swaps_per_round"] = r.swaps_per_round();
@@ -84,8 +96,13 @@ void print_text(const std::string& trace, const sim::BatchedTrace& t, const sim:
     fmt::print("  policy {}, cache {} experts{}\n", r.policy, r.cache_entries,
                r.cliff_guard_engaged ? " (cliff guard engaged)" : "");
   }
+  if (r.warm_experts > 0) fmt::print("  warm start: {} experts resident before the first token\n", r.warm_experts);
   fmt::print("  hit rate: all {:.1f}%, prefill {:.1f}%, decode {:.1f}%\n", r.hit_pct_all(), r.prefill.hit_pct(),
              r.decode.hit_pct());
+  fmt::print("  decode hit rate over the first {} / {} / {} tokens: {:.1f}% / {:.1f}% / {:.1f}%, after {}: {:.1f}%\n",
+             kWindows[0], kWindows[1], kWindows[2], r.decode_window(0, kWindows[0]).hit_pct(),
+             r.decode_window(0, kWindows[1]).hit_pct(), r.decode_window(0, kWindows[2]).hit_pct(), kWindows[2],
+             r.decode_window(kWindows[2], r.decode_tokens).hit_pct());
   fmt::print("  decode misses per layer per step: {:.3f}\n", r.misses_per_layer_step());
   fmt::print("  read per decode token: {:.1f} MiB (prefill read {:.1f} MiB)\n", r.read_mib_per_token(),
              static_cast<double>(r.prefill.miss_bytes) / kMiB);
@@ -123,6 +140,11 @@ void run_replay(const Opts& o, const CLI::App& cmd) {
   if (!is_static && (!o.profile.empty() || o.static_warm >= 0)) {
     fail("replay: --profile and --static-warm apply to --policy static only");
   }
+  std::optional<moe::HeatProfile> warm;
+  if (!o.cache_warm.empty()) warm = moe::HeatProfile::load(o.cache_warm);
+  if (!o.write_heat.empty() && o.traces.size() != 1) {
+    fail("replay: --write-heat takes the counts of one trace, got {}", o.traces.size());
+  }
   std::vector<moe::ExpertKey> profile_hot;
   if (!o.profile.empty()) profile_hot = sim::hot_list(sim::make_batches(trace::read_route_trace(o.profile)));
 
@@ -139,7 +161,16 @@ void run_replay(const Opts& o, const CLI::App& cmd) {
         }
       }
     }
+    if (warm) {
+      const moe::HeatModel m{"", t.header.arch, 0, t.header.n_moe_layers, t.header.n_expert};
+      if (const std::string why = warm->mismatch(m); !why.empty()) {
+        fail("replay: --cache-warm {} does not fit trace {}: {}", o.cache_warm, path, why);
+      }
+      per.warm = warm->hottest();
+    }
+    per.count_heat = !o.write_heat.empty();
     const sim::ReplayResult r = sim::replay(t, per);
+    if (r.heat) r.heat->save(o.write_heat);
     const bool swaps = o.policy.starts_with("adaptive");
     if (o.json) {
       all.push_back(to_json(path, r, swaps));
@@ -189,6 +220,12 @@ void register_replay(CLI::App& app) {
       ->check(real<double>(0.0, 1.0, Ends::open_low));
   cmd->add_flag("--cliff-guard", o->cliff_guard,
                 "protect a per-layer quota when the cache is below one token's working set (the engine's default)");
+  cmd->add_option("--cache-warm", o->cache_warm,
+                  "start with the hottest experts of this heat profile resident (as `run --cache-warm FILE`): judge "
+                  "a profile on a trace by the decode hit rate of the first 8/16/32 tokens")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--write-heat", o->write_heat,
+                  "write the heat profile of the trace's decode steps (as a streamed run counts them) to this file");
   cmd->add_flag("--strict", o->strict, "strict capacity (fixed slots) instead of the recording engine's budget rule");
   cmd->callback([o, cmd] { run_replay(*o, *cmd); });
 }

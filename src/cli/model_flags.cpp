@@ -122,6 +122,30 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "(direct I/O into memory the kernel cannot drop)")
       ->capture_default_str()
       ->group(g);
+  cmd.add_option("--heat", heat,
+                 "heat profile (decayed decode routing counts per expert) of a streamed run, written at its end and "
+                 "every 5 min of chat or serve, for the next run's --cache-warm: auto (in $MOETIER_CACHE_DIR, "
+                 "$XDG_CACHE_HOME/moetier or ~/.cache/moetier, per model file), off, or a file")
+      ->capture_default_str()
+      ->envname("MOETIER_HEAT")
+      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty path") : std::string(); },
+                             ""))
+      ->type_name("auto|off|FILE")
+      ->group(g);
+  cmd.add_option("--cache-warm", cache_warm,
+                 "fill the expert cache with the hottest experts of a heat profile before the first token, read in "
+                 "file order: auto (the --heat profile when there is one that fits the model), off (a cold start), "
+                 "or a profile file")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            std::error_code ec;
+            if (v == "auto" || v == "off" || std::filesystem::is_regular_file(v, ec)) return std::string();
+            return "not auto, off or an existing file: " + v;
+          },
+          ""))
+      ->type_name("auto|off|FILE")
+      ->group(g);
 }
 
 engine::EngineConfig ModelFlags::config() const {
@@ -153,6 +177,8 @@ engine::EngineConfig ModelFlags::config() const {
   c.overlap = overlap;
   c.direct_io = !no_odirect;
   c.dense_policy = parse_flag("--dense-weights", dense_weights, moe::parse_dense_policy);
+  c.heat = heat;
+  c.cache_warm = cache_warm;
   return c;
 }
 

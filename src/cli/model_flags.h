@@ -39,6 +39,8 @@ struct ModelFlags {
   bool overlap = true;
   bool no_odirect = false;
   std::string dense_weights = "anon";
+  std::string heat = "auto";        // --heat: auto, off or a path
+  std::string cache_warm = "auto";  // --cache-warm: auto, off or a profile path
 
   // Registers the flags on `cmd`; `ctx_help` describes -c's default (eval's differs from run's).
   void add_to(CLI::App& cmd, const char* ctx_help = nullptr);

@@ -88,6 +88,13 @@ void StreamStepHooks::begin(bool prefill) {
 
 void StreamStepHooks::end(bool, int64_t, double) {
   if (stream_) stream_->end_step();
+  if (heat_) heat_->maybe_save();
+}
+
+telemetry::RunSummary Engine::finish() {
+  telemetry::RunSummary s = recorder_->finish();
+  if (heat_) heat_->save();
+  return s;
 }
 
 Engine::~Engine() = default;
@@ -180,6 +187,10 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   if (experts.source == nullptr) log("weights", prefault_resident(*e->file_));
   e->dense_weights_ = experts.dense_weights;
   e->stream_ = experts.stream;
+  if (e->stream_ != nullptr) {
+    // Before the model is built over the store: the warm start must come before the first fetch.
+    e->heat_ = std::make_unique<HeatKeeper>(*e->stream_, *e->file_, cfg, log, later_log(cfg));
+  }
   e->model_ = model::load_model(*e->file_, opts, std::move(experts.source));
   const model::ModelInfo& info = e->model_->info();
   if (e->replay_) e->replay_->check_model(info.n_moe_layers, info.n_expert, info.n_expert_used);
@@ -207,6 +218,9 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
     log("note", fmt::format("{} has no effect without -ngl: everything runs on the CPU",
                             cfg.n_cpu_moe > 0 ? "--n-cpu-moe" : "--device"));
   }
+  if (e->stream_ == nullptr && cfg.cache_warm != "off" && cfg.cache_warm != "auto") {
+    log("note", fmt::format("--cache-warm {} has no effect: the experts do not stream", cfg.cache_warm));
+  }
   if (cfg.n_expert_used > 0 && info.n_moe_layers == 0) {
     log("note", fmt::format("--n-expert-used {} has no effect: the model has no routed experts", cfg.n_expert_used));
   } else if (cfg.n_expert_used > 0) {
@@ -214,7 +228,7 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                             cfg.n_expert_used));
   }
 
-  e->stream_hooks_ = std::make_unique<StreamStepHooks>(e->stream_);
+  e->stream_hooks_ = std::make_unique<StreamStepHooks>(e->stream_, e->heat_.get());
   e->recorder_ = make_recorder(*e, layout, e->stream_hooks_.get(), e->stream_);
   return e;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/engine_config.h"
+#include "engine/heat_keeper.h"
 #include "gguf/gguf.h"
 #include "model/generator.h"
 #include "model/model.h"
@@ -33,15 +34,17 @@ struct StartDecision {
   std::string text;
 };
 
-// Tells the streaming store which phase runs and closes its per-step counters (the recorder wraps it).
+// Tells the streaming store which phase runs and closes its per-step counters (the recorder wraps it); between
+// steps, lets the heat keeper save on its schedule.
 class StreamStepHooks final : public model::StepHooks {
  public:
-  explicit StreamStepHooks(moe::StreamingExperts* stream) : stream_(stream) {}
+  StreamStepHooks(moe::StreamingExperts* stream, HeatKeeper* heat) : stream_(stream), heat_(heat) {}
   void begin(bool prefill) override;
   void end(bool prefill, int64_t n_tokens, double seconds) override;
 
  private:
   moe::StreamingExperts* stream_;  // null when experts are resident
+  HeatKeeper* heat_;               // null when no heat profile is kept
 };
 
 class Engine {
@@ -62,14 +65,18 @@ class Engine {
   telemetry::RunRecorder& recorder() { return *recorder_; }
   // Whether the forward passes must fill routing for the hooks (a route trace was asked for).
   bool records_routing() const { return !cfg_.telemetry.route_trace.empty(); }
-  // Ends the run's recording (summary line, files closed) and returns the summary; call once.
-  telemetry::RunSummary finish() { return recorder_->finish(); }
+  // Ends the run's recording (summary line, files closed) and saves the heat profile; returns the summary; call
+  // once.
+  telemetry::RunSummary finish();
   // The summary as `run` prints it after the text.
   std::string format_summary(const telemetry::RunSummary& s) const;
 
   const std::vector<StartDecision>& decisions() const { return decisions_; }
   // The dense-weight policy in effect ("mapped" when experts are resident; after any fallback when they stream).
   std::string_view dense_weights() const { return dense_weights_; }
+  // What the expert cache's warm start did: "off", "none" or "N experts" (HeatKeeper::warm_summary); "off" when
+  // the experts do not stream.
+  std::string_view cache_warm() const { return heat_ ? std::string_view(heat_->warm_summary()) : "off"; }
   double load_seconds() const { return load_seconds_; }
 
  private:
@@ -86,6 +93,7 @@ class Engine {
   std::unique_ptr<model::RouteReplay> replay_;  // --route-replay; the model routes through it
   std::unique_ptr<model::Model> model_;
   moe::StreamingExperts* stream_ = nullptr;
+  std::unique_ptr<HeatKeeper> heat_;  // when the experts stream
   std::unique_ptr<StreamStepHooks> stream_hooks_;
   std::unique_ptr<telemetry::RunRecorder> recorder_;
 };

@@ -82,6 +82,12 @@ struct EngineConfig {
   std::optional<moe::io::EngineKind> io_engine;  // unset: the measured default
   bool overlap = true;                     // compute cached experts while missing ones are read
   bool direct_io = true;                   // O_DIRECT expert reads
+  // The heat profile of the streamed experts (engine/heat_keeper.h): "off", "auto" (a file in the user's cache
+  // directory) or a path; kept only when the experts stream.
+  std::string heat = "off";
+  // The expert cache's warm start from a heat profile: "off", "auto" (the kept profile, when there is one that
+  // fits) or a profile path.
+  std::string cache_warm = "off";
 
   std::string route_replay;  // route_trace v1 whose routing replaces the router (lossy); empty: none
   TelemetryConfig telemetry;

@@ -74,6 +74,16 @@ void check_stream_settings(const EngineConfig& cfg) {
 
 }  // namespace
 
+std::function<void(std::string_view)> later_log(const EngineConfig& cfg) {
+  return [sink = cfg.log](std::string_view line) {
+    if (sink) {
+      sink(line);
+    } else {
+      fmt::print(stderr, "{}\n", line);
+    }
+  };
+}
+
 ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& layout, const EngineConfig& cfg,
                           int64_t n_expert_used, const ContextBytes& ctx_bytes, uint64_t mem_available,
                           const DecisionLog& log) {
@@ -96,15 +106,7 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& 
   so.overlap = cfg.overlap;
   so.direct = cfg.direct_io;
   so.n_expert_used = n_expert_used;
-  // The store's own lines (I/O fallbacks, also during the run): to the engine's sink as written. A copy of the sink,
-  // since the store outlives this call.
-  so.log = [sink = cfg.log](std::string_view line) {
-    if (sink) {
-      sink(line);
-    } else {
-      fmt::print(stderr, "{}\n", line);
-    }
-  };
+  so.log = later_log(cfg);  // the store's own lines (I/O fallbacks), also during the run
   // One cache slot's bytes, which the auto budget and the adaptive rule count in (the store's own layout).
   const uint64_t slot_bytes = !cfg.cache_mib || is_adaptive(cfg) ? moe::ExpertStore(file).slot_bytes() : 0;
   if (!cfg.cache_mib) {

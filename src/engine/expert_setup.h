@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "engine/context_memory.h"
 #include "engine/engine_config.h"
@@ -20,6 +21,10 @@ namespace moetier::engine {
 
 // Logs "topic: text" (or text alone for an empty topic) and keeps it among the engine's decisions.
 using DecisionLog = std::function<void(std::string topic, std::string text)>;
+
+// Where the lines logged after loading go (the store's I/O fallbacks, a failed heat-profile save): cfg.log as
+// written, else stderr. A copy of the sink, so it outlives the config.
+std::function<void(std::string_view)> later_log(const EngineConfig& cfg);
 
 struct ExpertSetup {
   std::unique_ptr<moe::ExpertSource> source;  // null: the model takes its experts from the mapping

@@ -32,6 +32,7 @@ std::vector<std::pair<std::string, std::string>> resolved_settings(const Engine&
     c.emplace_back("io_engine", std::string(moe::io::engine_name(st->engine().kind())));
     c.emplace_back("overlap", cfg.overlap ? "on" : "off");
     c.emplace_back("direct_io", st->files().direct_note());
+    c.emplace_back("cache_warm", std::string(e.cache_warm()));
   }
   c.emplace_back("dense_weights", std::string(e.dense_weights()));
   c.emplace_back("ctx", std::to_string(info.n_ctx));

@@ -101,6 +101,7 @@ void CachePolicy::access(int32_t layer, std::span<const int32_t> experts, Phase 
     fail("expert cache: MoE layer {} out of range [0, {})", layer, cfg_.n_moe_layers);
   }
   next_batch();
+  accessed_ = true;
   batch_layer_ = layer;
   batch_misses_.clear();
   for (int32_t e : experts) {
@@ -129,7 +130,7 @@ void CachePolicy::access(int32_t layer, std::span<const int32_t> experts, Phase 
       state_[idx] = kResident;
       batch_misses_.push_back(idx);
       on_insert(idx, pos, phase);
-    } else if (admit(idx, phase)) {
+    } else if (!(warm_hold_ && phase == Phase::prefill && free_capacity() < weight_[layer]) && admit(idx, phase)) {
       make_resident(idx);
       batch_misses_.push_back(idx);
       on_insert(idx, pos, phase);
@@ -165,6 +166,7 @@ void CachePolicy::end_step(Phase phase, SwapPlan& plan) {
   next_batch();
   on_end_step(phase, plan);
   ++step_;
+  if (phase == Phase::decode) warm_hold_ = false;
 }
 
 void CachePolicy::swap_landed(ExpertKey key) {
@@ -172,6 +174,33 @@ void CachePolicy::swap_landed(ExpertKey key) {
   if (state_[idx] != kPending) return;
   state_[idx] = kResident;
   on_landed(idx);
+}
+
+std::vector<ExpertKey> CachePolicy::warm(std::span<const ExpertKey> hottest_first) {
+  if (accessed_) fail("expert cache: a warm start must come before the first lookup");
+  std::vector<int32_t> chosen;
+  uint64_t room = free_capacity();
+  for (const ExpertKey& k : hottest_first) {
+    if (k.layer < 0 || k.layer >= cfg_.n_moe_layers || k.expert < 0 || k.expert >= cfg_.n_expert) {
+      fail("expert cache: warm-start entry (layer {}, expert {}) out of range [0, {}) x [0, {})", k.layer, k.expert,
+           cfg_.n_moe_layers, cfg_.n_expert);
+    }
+    const int32_t idx = index(k);
+    if (state_[idx] != kAbsent || weight_[k.layer] > room) continue;  // a repeat, or too big for what is left
+    room -= weight_[k.layer];
+    reserve_pending(idx);  // marks it taken, so a repeat later in the list is skipped
+    chosen.push_back(idx);
+  }
+  for (size_t i = chosen.size(); i-- > 0;) {
+    state_[chosen[i]] = kResident;
+    on_landed(chosen[i]);
+  }
+  warm_hold_ = warm_hold_ || !chosen.empty();
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<ExpertKey> keys;
+  keys.reserve(chosen.size());
+  for (int32_t idx : chosen) keys.push_back(key_of(idx));
+  return keys;
 }
 
 void CachePolicy::swap_cancelled(ExpertKey key) {

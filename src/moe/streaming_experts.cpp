@@ -25,6 +25,17 @@ constexpr int kTagShift = 3;  // tag = job << kTagShift | slice; ExpertStore::kM
 static_assert(ExpertStore::kMaxSlices <= (1 << kTagShift));
 constexpr uint64_t kSwapTag = uint64_t{1} << 62;  // set on background swap reads; the job is a SwapJob index
 constexpr uint64_t kSliceMask = (uint64_t{1} << kTagShift) - 1;
+constexpr uint64_t kWarmTag = uint64_t{1} << 61;  // set on warm-start reads; the rest is the slice's index
+
+HeatModel heat_model(const gguf::GgufModel& m, const ExpertShape& sh) {
+  HeatModel h;
+  h.model = m.shards().front().path.filename().string();
+  h.arch = m.architecture();
+  for (const auto& s : m.shards()) h.file_bytes += s.file_size;
+  h.n_moe_layers = static_cast<int32_t>(sh.n_moe_layers);
+  h.n_expert = static_cast<int32_t>(sh.n_expert);
+  return h;
+}
 
 }  // namespace
 
@@ -88,6 +99,7 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
   swap_jobs_.resize(static_cast<size_t>(opts.lanes));  // every job in flight holds at least one slice (lane)
   plan_.load.reserve(static_cast<size_t>(n_cache));
   plan_.evict.reserve(static_cast<size_t>(n_cache));
+  heat_ = HeatProfile(heat_model(model, sh));
 }
 
 StreamingExperts::~StreamingExperts() { drain(); }
@@ -136,8 +148,63 @@ void StreamingExperts::finish_job(int64_t layer, Job& job) {
   }
 }
 
+StreamingExperts::WarmStart StreamingExperts::warm(std::span<const ExpertKey> hottest_first) {
+  if (fetched_) fail("expert store: a warm start must come before the first fetch");
+  WarmStart w;
+  if (!policy_) return w;
+  const auto t0 = Clock::now();
+  const std::vector<ExpertKey> keys = policy_->warm(hottest_first);
+  struct Slice {
+    SliceRead r;
+    uint8_t* dst = nullptr;
+  };
+  std::vector<Slice> slices;
+  for (const ExpertKey& k : keys) {
+    const size_t kk = key(k.layer, k.expert);
+    assert(!free_slots_.empty() && "the policy's capacity is the cache slots");
+    slot_of_[kk] = free_slots_.back();
+    free_slots_.pop_back();
+    read_before_[kk] = 1;
+    uint8_t* slot = arena_.slot(slot_of_[kk]);
+    for (int s = 0; s < store_.n_slices(k.layer); ++s) {
+      const SliceRead r = store_.slice_read(k.layer, k.expert, s);
+      slices.push_back({r, slot + r.region});
+    }
+  }
+  // File order: a drive (and the kernel's readahead, for buffered reads) does best on ascending offsets.
+  std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+    return a.r.shard != b.r.shard ? a.r.shard < b.r.shard : a.r.file_offset < b.r.file_offset;
+  });
+  // At most one layer's worth of slices outstanding: within the engine's queue (sized for a fetch), and enough to
+  // keep every lane busy.
+  const size_t depth = static_cast<size_t>(store_.shape().n_expert);
+  size_t next = 0, in_flight = 0;
+  while (next < slices.size() || in_flight > 0) {
+    while (next < slices.size() && in_flight < depth && error_.empty()) {
+      const SliceRead& r = slices[next].r;
+      engine_->submit(io::ReadOp{r.shard, r.file_offset, r.length, slices[next].dst, kWarmTag | next});
+      ++next;
+      ++in_flight;
+    }
+    if (in_flight == 0) break;  // a failed read stopped the submissions
+    const io::ReadDone d = engine_->wait();
+    --in_flight;
+    const SliceRead& r = slices[d.tag & ~kWarmTag].r;
+    if (d.result > 0) w.bytes += static_cast<uint64_t>(d.result);
+    if ((d.result < 0 || static_cast<uint64_t>(d.result) < r.need) && error_.empty()) {
+      error_ = fmt::format("warm start of the expert cache: {}",
+                           files_.describe_failure(r.shard, r.file_offset, r.length, d.result));
+    }
+  }
+  if (!error_.empty()) fail("{}", error_);
+  w.experts = static_cast<int64_t>(keys.size());
+  w.seconds = ms_since(t0) / 1000.0;
+  return w;
+}
+
 void StreamingExperts::fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) {
   if (!error_.empty()) fail("{}", error_);
+  fetched_ = true;
   assert(layer >= 0 && layer < store_.shape().n_moe_layers &&
          experts.size() <= static_cast<size_t>(store_.shape().n_expert));
   // Planning issues no read, so when it throws (a swap read failed: the store is poisoned already) nothing of
@@ -180,6 +247,7 @@ void StreamingExperts::plan_fetch(int64_t layer, std::span<const int32_t> expert
   waiting_n_ = 0;
   fg_outstanding_ = 0;
   double swap_wait_ms = 0.0;  // stall on swaps already in flight, counted as stall rather than bookkeeping
+  if (phase_ == Phase::decode) heat_.record(static_cast<int32_t>(layer), experts);
   if (policy_) {
     reap_swaps();
     if (!error_.empty()) fail("{}", error_);
@@ -356,6 +424,7 @@ void StreamingExperts::deliver_ready(int64_t layer, ExpertConsumer& consumer) {
 }
 
 StreamCounters StreamingExperts::end_step() {
+  if (phase_ == Phase::decode) heat_.end_decode_step();
   if (policy_) {
     const auto t0 = Clock::now();
     reap_swaps();

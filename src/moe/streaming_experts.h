@@ -48,6 +48,7 @@
 #include "moe/cache_policy.h"
 #include "moe/expert_source.h"
 #include "moe/expert_store.h"
+#include "moe/heat_profile.h"
 #include "moe/io/model_files.h"
 #include "moe/io/read_engine.h"
 #include "moe/slot_arena.h"
@@ -83,6 +84,22 @@ class StreamingExperts final : public ExpertSource {
 
   const ExpertShape& shape() const override { return store_.shape(); }
   void fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) override;
+
+  // Warm start, before the first fetch: the policy makes the first experts of `hottest_first` resident while they
+  // fit the cache (CachePolicy::warm) and this reads them into their slots, every slice in file order (ascending
+  // shard and offset) with every lane busy, returning when all have landed. Not counted in totals(): the run's
+  // steps read what the warm start did not. Throws moetier::Error when called after a fetch, or naming the file and
+  // offset for a failed read (the store is then unusable). Without a cache (cache_bytes 0) it reads nothing.
+  struct WarmStart {
+    int64_t experts = 0;
+    uint64_t bytes = 0;
+    double seconds = 0.0;
+  };
+  WarmStart warm(std::span<const ExpertKey> hottest_first);
+  // The decayed decode routing counts of this run (heat_profile.h), for saving; seed_heat() starts them from a
+  // profile read at start (throws moetier::Error when it is another model's).
+  const HeatProfile& heat() const { return heat_; }
+  void seed_heat(const HeatProfile& older) { heat_.seed(older); }
 
   // Phase given to the policy for the following fetches (default prefill).
   void set_phase(Phase p) { phase_ = p; }
@@ -187,6 +204,9 @@ class StreamingExperts final : public ExpertSource {
   size_t n_swap_jobs_ = 0;              // jobs in flight
   size_t swap_slices_ = 0;              // swap slices in flight
   size_t swap_slice_limit_ = 0;         // max(lanes, most slices of one expert)
+
+  HeatProfile heat_;                    // decode routing counts, for the next run's warm start
+  bool fetched_ = false;                // a fetch has happened (warm() must come before)
 
   StreamCounters totals_;
   StreamCounters at_step_start_;

@@ -1,6 +1,7 @@
 #include "sim/replay.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -23,6 +24,17 @@ double ReplayResult::misses_per_layer_step() const {
 double ReplayResult::read_mib_per_token() const {
   if (decode_tokens == 0) return 0.0;
   return static_cast<double>(decode.miss_bytes + swap_bytes) / static_cast<double>(decode_tokens) / (1024.0 * 1024.0);
+}
+
+PhaseCounts ReplayResult::decode_window(int64_t first, int64_t last) const {
+  PhaseCounts c;
+  const auto n = static_cast<int64_t>(decode_steps.size());
+  for (int64_t s = std::max<int64_t>(first, 0); s < std::min(last, n); ++s) {
+    c.lookups += decode_steps[static_cast<size_t>(s)].lookups;
+    c.hits += decode_steps[static_cast<size_t>(s)].hits;
+    c.miss_bytes += decode_steps[static_cast<size_t>(s)].miss_bytes;
+  }
+  return c;
 }
 
 double ReplayResult::residency_match_pct() const {
@@ -107,6 +119,11 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
   r.decode_misses_by_layer.assign(static_cast<size_t>(t.header.n_moe_layers), 0);
   r.cliff_guard_engaged = !no_cache && policy->cliff_guard_engaged();
   if (no_cache) policy.reset();
+  if (policy && !o.warm.empty()) r.warm_experts = static_cast<int64_t>(policy->warm(o.warm).size());
+  if (o.count_heat) {
+    r.heat.emplace(moe::HeatModel{std::filesystem::path(t.header.model).filename().string(), t.header.arch, 0,
+                                  t.header.n_moe_layers, t.header.n_expert});
+  }
   for (const trace::TraceLayer& l : t.header.layers) r.working_set_bytes += t.header.n_expert_used * l.expert_bytes;
 
   moe::AccessResult res;
@@ -117,6 +134,7 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
     const bool decode = s.phase == moe::Phase::decode;
     PhaseCounts& pc = decode ? r.decode : r.prefill;
     (decode ? r.decode_tokens : r.prefill_tokens) += s.tokens;
+    if (decode) r.decode_steps.emplace_back();
     for (uint32_t bi = s.batch_begin; bi < s.batch_end; ++bi) {
       const Batch& b = t.batches[bi];
       const std::span<const int32_t> experts(t.experts.data() + b.expert_begin, b.expert_end - b.expert_begin);
@@ -132,6 +150,13 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
       pc.lookups += static_cast<int64_t>(experts.size());
       pc.hits += res.hits;
       pc.miss_bytes += res.miss_bytes;
+      if (decode) {
+        PhaseCounts& step = r.decode_steps.back();
+        step.lookups += static_cast<int64_t>(experts.size());
+        step.hits += res.hits;
+        step.miss_bytes += res.miss_bytes;
+        if (r.heat) r.heat->record(b.layer, experts);
+      }
       if (decode) r.decode_misses_by_layer[b.layer] += res.misses;
       // The recorded residency of every row against the prediction for its expert.
       for (size_t k = 0; k < experts.size(); ++k) pos_of[experts[k]] = static_cast<int32_t>(k);
@@ -144,6 +169,7 @@ ReplayResult replay(const BatchedTrace& t, const ReplayOptions& o) {
     plan.clear();
     if (policy) policy->end_step(s.phase, plan);
     if (decode) ++r.rounds;
+    if (decode && r.heat) r.heat->end_decode_step();
     if (!plan.load.empty() || !plan.evict.empty()) ++r.swap_passes;
     // Background reads land before the next step: resident from then on.
     for (const moe::ExpertKey& k : plan.load) {

@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "moe/cache_policy.h"
+#include "moe/heat_profile.h"
 #include "sim/batches.h"
 
 namespace moetier::sim {
@@ -26,6 +28,10 @@ struct ReplayOptions {
                                // always on for a moetier trace
   bool cliff_guard = false;    // off: the phone engine had none; on for a moetier trace that recorded it on
   moe::PolicyParams params;    // adaptive / lfu-decay / static parameters (static_hot filled by the caller)
+  // Warm start (moe::CachePolicy::warm): these experts, hottest first (a heat profile's order), are made resident
+  // while they fit before the first batch, as the engine's --cache-warm does.
+  std::vector<moe::ExpertKey> warm;
+  bool count_heat = false;     // fill ReplayResult::heat with the decode routing, as the engine counts it
 };
 
 struct PhaseCounts {
@@ -52,7 +58,12 @@ struct ReplayResult {
   int64_t rows_matching = 0;
   bool cliff_guard_engaged = false;
   uint64_t working_set_bytes = 0;  // one token's routed experts over all layers
+  int64_t warm_experts = 0;        // made resident by the warm start
+  std::vector<PhaseCounts> decode_steps;  // [decode_tokens] each decode step's lookups and hits
+  std::optional<moe::HeatProfile> heat;   // ReplayOptions::count_heat: the decode routing counts
 
+  // Lookups and hits of decode steps [first, last) (clipped to those replayed): the warm-up and steady windows.
+  PhaseCounts decode_window(int64_t first, int64_t last) const;
   double hit_pct_all() const;
   // Decode misses per (step, layer).
   double misses_per_layer_step() const;

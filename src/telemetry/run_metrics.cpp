@@ -120,16 +120,22 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
   return s;
 }
 
+std::string_view step_bound(const RunSummary& s) {
+  if (s.steps == 0) return "none";
+  if (s.compute_ms >= s.stall_ms && s.compute_ms >= s.mgmt_ms) return "compute";
+  return s.stall_ms >= s.mgmt_ms ? "io" : "management";
+}
+
 std::string summary_fields(const RunSummary& s) {
   return fmt::format(
       "steps={} prefill_tokens={} prefill_ms={:.3f} decode_tokens={} decode_ms={:.3f} steady_skip={} "
       "steady_rule={} steady_tokens={} steady_ms={:.3f} hits={} misses={} hit_pct={:.4f} evictions={} "
       "read_bytes={} reread_bytes={} io_ms={:.3f} stall_ms={:.3f} mgmt_ms={:.3f} compute_ms={:.3f} wall_ms={:.3f} "
-      "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f} swaps={} swap_bytes={} interrupted={}",
+      "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f} swaps={} swap_bytes={} interrupted={} bound={}",
       s.steps, s.prefill_tokens, s.prefill_ms, s.decode_tokens, s.decode_ms, s.steady_skip, s.steady_rule,
       s.steady_tokens, s.steady_ms, s.hits, s.misses, s.hit_pct, s.evictions, s.read_bytes, s.reread_bytes, s.io_ms,
       s.stall_ms, s.mgmt_ms, s.compute_ms, s.wall_ms, s.cpu_ms, s.majflt, s.peak_rss_mib, s.swaps, s.swap_bytes,
-      s.interrupted);
+      s.interrupted, step_bound(s));
 }
 
 std::string format_summary(const RunSummary& s, int lanes) {
@@ -167,9 +173,9 @@ std::string format_summary(const RunSummary& s, int lanes) {
   }
   auto share = [&](double ms) { return s.wall_ms > 0 ? 100.0 * ms / s.wall_ms : 0.0; };
   o += fmt::format("time: {:.0f} ms in steps: compute {:.0f} ms ({:.0f}%, the compute thread's CPU time), I/O stall "
-                   "{:.0f} ms ({:.0f}%), cache management {:.0f} ms ({:.0f}%); process CPU {:.0f} ms\n",
+                   "{:.0f} ms ({:.0f}%), cache management {:.0f} ms ({:.0f}%); process CPU {:.0f} ms; bound: {}\n",
                    s.wall_ms, s.compute_ms, share(s.compute_ms), s.stall_ms, share(s.stall_ms), s.mgmt_ms,
-                   share(s.mgmt_ms), s.cpu_ms);
+                   share(s.mgmt_ms), s.cpu_ms, step_bound(s));
   if (s.peak_rss_mib >= 0) o += fmt::format("peak RSS: {:.1f} MiB\n", s.peak_rss_mib);
   return o;
 }
@@ -214,6 +220,8 @@ RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, c
     pre += "# note a value that could not be measured is -1\n";
     pre += "# note the summary's interrupted= is no for a run that ended as asked, else the signal that stopped it "
            "early (SIGINT: Ctrl-C, SIGTERM); a file without a summary line was cut short (the process was killed)\n";
+    pre += "# note the summary's bound= is what took most of the steps' time: compute (compute_ms), io (stall_ms) "
+           "or management (mgmt_ms)\n";
     pre += kColumns;
     pre += '\n';
     if (std::fputs(pre.c_str(), csv_) < 0) fail("--csv {}: write failed", opts.csv_path);

@@ -27,6 +27,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <string_view>
 #include <vector>
 
 #include "model/generator.h"
@@ -90,6 +91,10 @@ struct RunSummary {
 // running hit rate stays within 1 point for 8 tokens (rule "auto"); -1 with rule "none" when it never does.
 std::pair<int64_t, std::string> steady_skip(std::span<const StepRow> rows, int64_t flag_skip);
 RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double peak_rss_mib);
+// What bounds the run's steps, from their measured times: "compute" (the compute thread's CPU time), "io" (the
+// compute thread waiting for expert reads) or "management" (the expert cache's bookkeeping), whichever took the
+// most; "none" without steps. A run can only get faster by cutting the time of its bound.
+std::string_view step_bound(const RunSummary& s);
 // The `# summary` line's key=value text (no leading "# summary ").
 std::string summary_fields(const RunSummary& s);
 // The human summary printed after a run (several lines, each ending in '\n').

@@ -1,4 +1,5 @@
 // `moetier run` and `chat` end to end on the shared models.
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -179,6 +180,59 @@ TEST(RunStreaming, SameTextAsResident) {
     EXPECT_NE(r.output.find("experts: stream"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("hit rate"), std::string::npos) << r.output;
   }
+}
+
+// A streamed run keeps a heat profile (--heat FILE); the next run of the model warm-starts its expert cache from
+// it before the first token (--cache-warm auto), with the same text and more hits. A profile of another model,
+// or a --heat that is a directory, is an error naming the flag.
+TEST(RunStreaming, HeatProfileWarmStartsTheNextRun) {
+  const auto dir = test::tmp_dir("cli_heat");
+  const auto heat = (dir / "tiny.json").string();
+  std::filesystem::remove(heat);
+  const auto m = (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string();
+  const std::string base = "run -m '" + m + "' -p 'Once upon a time' -n 16 --temp 0 --experts stream --cache-mb 2 ";
+  const auto hits = [](const std::string& out) {
+    const auto at = out.find(" hits, ");
+    EXPECT_NE(at, std::string::npos) << out;
+    return std::stoi(out.substr(out.rfind('(', at) + 1));
+  };
+  const auto text = [](const std::string& out) {
+    const auto b = out.find("Once upon a time");
+    return out.substr(b, out.find("prefill:") - b);
+  };
+  const auto cold = test::run_cli(base + "--heat '" + heat + "'");
+  ASSERT_EQ(cold.exit_code, 0) << cold.output;
+  EXPECT_NE(cold.output.find("cache warm: none: no heat profile at"), std::string::npos) << cold.output;
+  ASSERT_TRUE(std::filesystem::exists(heat));
+  const auto warm = test::run_cli(base + "--heat '" + heat + "'");
+  ASSERT_EQ(warm.exit_code, 0) << warm.output;
+  EXPECT_NE(warm.output.find("cache warm: 14 of the"), std::string::npos) << warm.output;  // 2 MiB: 14 slots
+  EXPECT_EQ(text(warm.output), text(cold.output));
+  EXPECT_GT(hits(warm.output), hits(cold.output));
+  // --cache-warm off starts cold again; --cache-warm FILE reads a given profile even with --heat off.
+  const auto off = test::run_cli(base + "--heat '" + heat + "' --cache-warm off");
+  EXPECT_NE(off.output.find("cache warm: off"), std::string::npos) << off.output;
+  EXPECT_EQ(hits(off.output), hits(cold.output));
+  const auto given = test::run_cli(base + "--heat off --cache-warm '" + heat + "'");
+  EXPECT_NE(given.output.find("cache warm: 14 of the"), std::string::npos) << given.output;
+
+  const auto gptoss = (test::oracle_dir() / "models/micro-gptoss-F16.gguf").string();
+  auto r = test::run_cli("run -m '" + gptoss + "' -p hi -n 2 --experts stream --heat off --cache-warm '" + heat + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--cache-warm " + heat + ": it was counted on tiny-qwen3moe-Q4_K_M.gguf"), std::string::npos)
+      << r.output;
+  r = test::run_cli(base + "--heat '" + dir.string() + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("is a directory"), std::string::npos) << r.output;
+  // In the user's cache directory by default, one file per model.
+  std::filesystem::remove_all(dir / "cache");
+  r = test::run_shell("env -u MOETIER_HEAT MOETIER_CACHE_DIR='" + (dir / "cache").string() + "' " + test::cli_path() +
+                      " " + base + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(dir / "cache" / "heat"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir / "cache" / "heat"),
+                          std::filesystem::directory_iterator()),
+            1);
 }
 
 TEST(RunStreaming, BadStreamingFlagsAreClearErrors) {

@@ -251,6 +251,23 @@ TEST(MetricsCsv, SteadyWindowRule) {
   EXPECT_DOUBLE_EQ(s.steady_ms, 10.0);
 }
 
+// The summary names what took most of the steps' time, and the CSV's summary line carries it as bound=.
+TEST(MetricsCsv, SummaryNamesTheBound) {
+  telemetry::RunSummary s;
+  EXPECT_EQ(telemetry::step_bound(s), "none");
+  s.steps = 3;
+  s.compute_ms = 50;
+  s.stall_ms = 30;
+  s.mgmt_ms = 2;
+  EXPECT_EQ(telemetry::step_bound(s), "compute");
+  s.stall_ms = 60;
+  EXPECT_EQ(telemetry::step_bound(s), "io");
+  s.mgmt_ms = 70;
+  EXPECT_EQ(telemetry::step_bound(s), "management");
+  EXPECT_NE(telemetry::summary_fields(s).find(" bound=management"), std::string::npos);
+  EXPECT_NE(telemetry::format_summary(s, 4).find("; bound: management\n"), std::string::npos);
+}
+
 TEST(MetricsCsv, SteadySkipFlagIsUsed) {
   const auto csv = tmp("skip.csv");
   const auto r = run("--experts resident --steady-skip 4 --csv '" + csv + "'");

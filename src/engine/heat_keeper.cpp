@@ -1,0 +1,134 @@
+#include "engine/heat_keeper.h"
+
+#include <cstdlib>
+#include <optional>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include "moe/heat_profile.h"
+#include "util/error.h"
+
+namespace moetier::engine {
+namespace {
+
+constexpr double kMiB = 1048576.0;
+
+std::filesystem::path cache_dir() {
+  const auto env = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    return std::string(v);
+  };
+  if (const auto d = env("MOETIER_CACHE_DIR")) return *d;
+  if (const auto d = env("XDG_CACHE_HOME")) return std::filesystem::path(*d) / "moetier";
+  if (const auto d = env("HOME")) return std::filesystem::path(*d) / ".cache" / "moetier";
+  return {};
+}
+
+}  // namespace
+
+std::filesystem::path default_heat_path(const gguf::GgufModel& file) {
+  const std::filesystem::path dir = cache_dir();
+  if (dir.empty()) return {};
+  const std::filesystem::path model = file.shards().front().path;
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(model, ec);
+  const std::string key = (ec ? model : abs).lexically_normal().string();
+  return dir / "heat" / fmt::format("{}-{:016x}.json", model.filename().string(), XXH64(key.data(), key.size(), 0));
+}
+
+HeatKeeper::HeatKeeper(moe::StreamingExperts& stream, const gguf::GgufModel& file, const EngineConfig& cfg,
+                       const DecisionLog& log, std::function<void(std::string_view)> later)
+    : stream_(stream), later_(std::move(later)), last_save_(std::chrono::steady_clock::now()) {
+  if (cfg.heat == "auto") {
+    path_ = default_heat_path(file);
+    if (path_.empty()) {
+      log("heat profile", "not kept: no cache directory (set HOME or MOETIER_CACHE_DIR, or give --heat FILE)");
+    }
+  } else if (cfg.heat != "off") {
+    path_ = cfg.heat;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path_, ec)) fail("--heat {}: is a directory, not a file", cfg.heat);
+  }
+  if (!path_.empty()) {
+    log("heat profile", fmt::format("{} (decode routing counts, written at the end of the run and every {:.0f} min "
+                                    "of a longer one)",
+                                    path_.string(), kSaveEverySeconds / 60.0));
+  }
+
+  // The profile to start from: the kept one (auto), a given file, or none.
+  std::optional<moe::HeatProfile> profile;
+  std::filesystem::path from;
+  if (cfg.cache_warm == "auto") {
+    warm_summary_ = "none";
+    if (path_.empty()) {
+      log("cache warm", "none (no heat profile is kept)");
+    } else if (std::error_code ec; !std::filesystem::exists(path_, ec)) {
+      log("cache warm", fmt::format("none: no heat profile at {} yet (this run writes one)", path_.string()));
+    } else {
+      try {
+        moe::HeatProfile p = moe::HeatProfile::load(path_);
+        const moe::HeatModel& m = stream.heat().model();
+        if (const std::string why = p.mismatch(m); !why.empty()) {
+          log("cache warm", fmt::format("none: {} does not fit: {} (this run replaces it)", path_.string(), why));
+        } else {
+          profile = std::move(p);
+          from = path_;
+        }
+      } catch (const Error& e) {
+        log("cache warm", fmt::format("none: {} (this run replaces it)", e.what()));
+      }
+    }
+  } else if (cfg.cache_warm != "off") {
+    from = cfg.cache_warm;
+    moe::HeatProfile p = moe::HeatProfile::load(from);
+    if (const std::string why = p.mismatch(stream.heat().model()); !why.empty()) {
+      fail("--cache-warm {}: {}", cfg.cache_warm, why);
+    }
+    profile = std::move(p);
+  } else {
+    log("cache warm", "off (a cold start)");
+  }
+  if (!profile) return;
+
+  // The counts go on from the profile's, whichever file it came from.
+  stream_.seed_heat(*profile);
+  saved_tokens_ = from == path_ ? profile->decode_tokens() : -1;
+  const std::vector<moe::ExpertKey> hot = profile->hottest();
+  const moe::StreamingExperts::WarmStart w = stream_.warm(hot);
+  warm_summary_ = fmt::format("{} experts", w.experts);
+  if (w.experts == 0) {
+    log("cache warm", fmt::format("none: {} {}", from.string(),
+                                  hot.empty() ? "counts no decode routing yet" : "but the store has no cache"));
+    return;
+  }
+  const double mib = static_cast<double>(w.bytes) / kMiB;
+  log("cache warm", fmt::format("{} of the {} experts the profile {} ({} decode tokens) counts, {:.1f} MiB read "
+                                "in file order in {:.2f} s ({:.0f} MiB/s)",
+                                w.experts, hot.size(), from.string(), profile->decode_tokens(), mib, w.seconds,
+                                w.seconds > 0 ? mib / w.seconds : 0.0));
+}
+
+void HeatKeeper::maybe_save() {
+  if (path_.empty() || failed_) return;
+  const double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_).count();
+  if (since >= kSaveEverySeconds) save();
+}
+
+void HeatKeeper::save() {
+  if (path_.empty() || failed_ || stream_.heat().decode_tokens() == saved_tokens_) return;
+  try {
+    std::error_code ec;
+    if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path(), ec);
+    stream_.heat().save(path_);
+    saved_tokens_ = stream_.heat().decode_tokens();
+    last_save_ = std::chrono::steady_clock::now();
+  } catch (const std::exception& e) {
+    failed_ = true;
+    if (later_) later_(fmt::format("heat profile: not saved: {}", e.what()));
+  }
+}
+
+}  // namespace moetier::engine
