@@ -9,7 +9,9 @@
 #   env: RUNS (3) runs per configuration, TOKENS (32) decode tokens, CAP_GIB (8) memory cap, THREADS (2),
 #        PROMPT ("Once upon a time"), FIO_SECONDS (30; 0 skips fio), CONFIGS (all: "stream2000 stream4000
 #        stream4000warm streamauto mmapcapped resident"; a subset runs only those, and the table lists only those),
-#        ROUTE (unset: the model's router; a route_trace v1 file: every run replays its routing, --route-replay)
+#        ROUTE (unset: the model's router; a route_trace v1 file: every decode run replays its routing,
+#        --route-replay); prefill512 and prefill512mmap run a prompt of 512 token ids (bench tokens, not a trace's
+#        routing) and one generated token, streamed (cache 4000 MiB) and through mmap, both capped
 #
 # Every run starts cold (MOETIER_HEAT=off: no heat profile kept or read) except stream4000warm's: one unmeasured
 # run of stream4000 writes a heat profile, and each measured run warm-starts its cache from that same profile
@@ -52,6 +54,7 @@ cleanup() { for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do kill "$p" 2>/dev/
 trap cleanup EXIT
 
 prompt=${PROMPT:-"Once upon a time"}
+prompt_args=(-p "$prompt"); n_predict=$tokens
 export MOETIER_HEAT=off
 route=()
 [ -n "${ROUTE:-}" ] && route=(--route-replay "$ROUTE")
@@ -64,11 +67,11 @@ run_config() {
     rm -f "$csv"  # a failed run must not leave an earlier run's figures behind
     if [ "$capped" = 1 ]; then
       reset_peak
-      sh -c 'echo $$ > '"$cg"'/cgroup.procs; exec "$@"' sh "$bin" run -m "$model" -p "$prompt" -n "$tokens" --temp 0 \
+      sh -c 'echo $$ > '"$cg"'/cgroup.procs; exec "$@"' sh "$bin" run -m "$model" "${prompt_args[@]}" -n "$n_predict" --temp 0 \
         -t "$threads" --csv "$csv" "${route[@]}" "$@" > "$out/$name.$r.log" 2>&1 ||
         { echo "$name run $r failed: see $out/$name.$r.log" >&2; continue; }
     else
-      "$bin" run -m "$model" -p "$prompt" -n "$tokens" --temp 0 -t "$threads" --csv "$csv" "${route[@]}" "$@" \
+      "$bin" run -m "$model" "${prompt_args[@]}" -n "$n_predict" --temp 0 -t "$threads" --csv "$csv" "${route[@]}" "$@" \
         > "$out/$name.$r.log" 2>&1 || { echo "$name run $r failed: see $out/$name.$r.log" >&2; continue; }
     fi
   done
@@ -111,7 +114,7 @@ row() {
     printf "| %s | %.2f | %.1f | %s | %s | %s / %s | %s / %s |\n", l, tps, mib, h, rss, a[1], a[2], b[1], b[2] }'
 }
 
-all="stream2000 stream4000 stream4000warm streamauto mmapcapped resident"
+all="stream2000 stream4000 stream4000warm streamauto mmapcapped resident prefill512 prefill512mmap"
 configs=${CONFIGS:-$all}
 for c in $configs; do
   case " $all " in
@@ -133,6 +136,15 @@ fi
 selected streamauto && run_config streamauto 1 --experts stream --cache-mb auto
 selected mmapcapped && run_config mmapcapped 1 --experts resident
 selected resident && run_config resident 0 --experts resident
+if selected prefill512 || selected prefill512mmap; then
+  # 512 token ids spread over the vocabulary's first 100000 (every model here has more), one forward chunk (-b 512).
+  awk 'BEGIN { printf "["; for (i = 0; i < 512; ++i) printf "%s%d", i ? "," : "", 1000 + (i * 7919) % 100000; print "]" }' \
+    > "$out/prompt512.json"
+  saved_route=("${route[@]}"); route=(); prompt_args=(--tokens "$out/prompt512.json"); n_predict=1
+  selected prefill512 && run_config prefill512 1 --experts stream --cache-mb 4000 -c 1024 -b 512
+  selected prefill512mmap && run_config prefill512mmap 1 --experts resident -c 1024 -b 512
+  route=("${saved_route[@]}"); prompt_args=(-p "$prompt"); n_predict=$tokens
+fi
 
 echo "model: $model, $tokens decode tokens, -t $threads, median of $runs runs (page cache dropped before each), cap" \
      "${cap_gib} GiB${ROUTE:+, routing replayed from $ROUTE}"
@@ -145,6 +157,19 @@ selected stream4000warm && row stream4000warm "stream, cache 4000 MiB, capped, w
 selected streamauto && row streamauto "stream, cache auto, capped"
 selected mmapcapped && row mmapcapped "resident (mmap), capped"
 selected resident && row resident "resident, uncapped"
+prefill_row() {
+  local name=$1 label=$2 pt pms rb
+  pt=$(median "$name" prefill_tokens); pms=$(median "$name" prefill_ms); rb=$(median "$name" read_bytes)
+  awk -v l="$label" -v t="$pt" -v ms="$pms" -v rb="$rb" 'BEGIN {
+    printf "| %s | %.1f | %s |\n", l, (ms > 0) ? t * 1000 / ms : 0, (rb != "-" && rb > 0) ? sprintf("%.0f", rb / 1048576) : "- (page cache)" }'
+}
+if selected prefill512 || selected prefill512mmap; then
+  echo
+  echo "| prefill of 512 tokens, capped | prefill tok/s | MiB read by the expert store |"
+  echo "| --- | --- | --- |"
+  selected prefill512 && prefill_row prefill512 "stream, cache 4000 MiB"
+  selected prefill512mmap && prefill_row prefill512mmap "resident (mmap)"
+fi
 
 [ "${FIO_SECONDS:-30}" = 0 ] && exit 0
 echo
