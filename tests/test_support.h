@@ -1,6 +1,8 @@
 // Shared helpers for the test binaries: where the shared data and the scratch space are.
 #pragma once
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -12,6 +14,11 @@
 #include "model/registry.h"
 
 namespace moetier::test {
+
+// A streamed CLI run keeps a heat profile and warm-starts the next run of the same model from it
+// (engine/heat_keeper.h), so one test's run would change the expert cache of the next: the moetier processes a
+// test starts keep none unless the test asks (--heat FILE). Set before main(), in every test binary.
+inline const bool kNoHeatProfiles = setenv("MOETIER_HEAT", "off", 1) == 0;
 
 // ../shared beside the repository (read-only in CI). Fails the calling test with a clear message when absent,
 // instead of letting each test report a confusing "file not found".

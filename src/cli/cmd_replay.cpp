@@ -1,6 +1,7 @@
 // `moetier replay TRACE... [--cache-mb N | --cache-experts N] [--policy NAME] ...`: replay route traces through
 // an expert-cache policy and report hit rates, misses and bytes read, with the recording engine's batch
 // semantics (src/sim/batches.h). The policies are the engine's own objects (src/moe/cache_policy.h).
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -144,6 +145,9 @@ void run_replay(const Opts& o, const CLI::App& cmd) {
   if (!o.cache_warm.empty()) warm = moe::HeatProfile::load(o.cache_warm);
   if (!o.write_heat.empty() && o.traces.size() != 1) {
     fail("replay: --write-heat takes the counts of one trace, got {}", o.traces.size());
+  }
+  if (std::error_code ec; !o.write_heat.empty() && std::filesystem::is_directory(o.write_heat, ec)) {
+    fail("--write-heat {}: is a directory, not a file", o.write_heat);
   }
   std::vector<moe::ExpertKey> profile_hot;
   if (!o.profile.empty()) profile_hot = sim::hot_list(sim::make_batches(trace::read_route_trace(o.profile)));

@@ -221,6 +221,10 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   if (e->stream_ == nullptr && cfg.cache_warm != "off" && cfg.cache_warm != "auto") {
     log("note", fmt::format("--cache-warm {} has no effect: the experts do not stream", cfg.cache_warm));
   }
+  if (e->stream_ == nullptr && cfg.heat != "off" && cfg.heat != "auto") {
+    log("note", fmt::format("--heat {} has no effect: the experts do not stream, so no heat profile is kept",
+                            cfg.heat));
+  }
   if (cfg.n_expert_used > 0 && info.n_moe_layers == 0) {
     log("note", fmt::format("--n-expert-used {} has no effect: the model has no routed experts", cfg.n_expert_used));
   } else if (cfg.n_expert_used > 0) {

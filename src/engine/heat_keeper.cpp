@@ -49,53 +49,79 @@ HeatKeeper::HeatKeeper(moe::StreamingExperts& stream, const gguf::GgufModel& fil
     }
   } else if (cfg.heat != "off") {
     path_ = cfg.heat;
-    std::error_code ec;
-    if (std::filesystem::is_directory(path_, ec)) fail("--heat {}: is a directory, not a file", cfg.heat);
-  }
-  if (!path_.empty()) {
-    log("heat profile", fmt::format("{} (decode routing counts, written at the end of the run and every {:.0f} min "
-                                    "of a longer one)",
-                                    path_.string(), kSaveEverySeconds / 60.0));
   }
 
-  // The profile to start from: the kept one (auto), a given file, or none.
-  std::optional<moe::HeatProfile> profile;
-  std::filesystem::path from;
-  if (cfg.cache_warm == "auto") {
-    warm_summary_ = "none";
-    if (path_.empty()) {
-      log("cache warm", "none (no heat profile is kept)");
-    } else if (std::error_code ec; !std::filesystem::exists(path_, ec)) {
-      log("cache warm", fmt::format("none: no heat profile at {} yet (this run writes one)", path_.string()));
+  // The kept profile: this run's counts go on from it (whichever profile the warm start reads), and --cache-warm
+  // auto reads it. Anything but a regular file or nothing at its path is not ours to read or replace.
+  std::optional<moe::HeatProfile> kept;
+  std::string kept_note;  // why there is none to use
+  if (!path_.empty()) {
+    std::error_code ec;
+    const auto type = std::filesystem::status(path_, ec).type();
+    if (type == std::filesystem::file_type::not_found) {
+      kept_note = fmt::format("no heat profile at {} yet (this run writes one when it decodes)", path_.string());
+    } else if (type != std::filesystem::file_type::regular) {
+      if (cfg.heat != "auto") fail("--heat {}: is not a regular file", cfg.heat);
+      kept_note = fmt::format("{} is not a regular file, so no heat profile is kept", path_.string());
+      path_.clear();
     } else {
       try {
         moe::HeatProfile p = moe::HeatProfile::load(path_);
-        const moe::HeatModel& m = stream.heat().model();
-        if (const std::string why = p.mismatch(m); !why.empty()) {
-          log("cache warm", fmt::format("none: {} does not fit: {} (this run replaces it)", path_.string(), why));
+        if (const std::string why = p.mismatch(stream.heat().model()); !why.empty()) {
+          kept_note = fmt::format("{} does not fit: {} (this run replaces it)", path_.string(), why);
         } else {
-          profile = std::move(p);
-          from = path_;
+          kept = std::move(p);
         }
-      } catch (const Error& e) {
-        log("cache warm", fmt::format("none: {} (this run replaces it)", e.what()));
+      } catch (const std::exception& e) {
+        kept_note = fmt::format("{} (this run replaces it)", e.what());
       }
     }
-  } else if (cfg.cache_warm != "off") {
+  }
+  if (!path_.empty()) {
+    log("heat profile", fmt::format("{} (decode routing counts{}, written at the end of a run that decodes and every "
+                                    "{:.0f} min of a longer one)",
+                                    path_.string(),
+                                    kept ? fmt::format(" of {} decode tokens so far", kept->decode_tokens()) : "",
+                                    kSaveEverySeconds / 60.0));
+  }
+  if (kept) stream_.seed_heat(*kept);
+  saved_tokens_ = stream_.heat().decode_tokens();
+
+  // The profile the warm start reads: the kept one (auto), a given file, or none.
+  const bool records_trace = !cfg.telemetry.route_trace.empty();
+  std::optional<moe::HeatProfile> given;
+  const moe::HeatProfile* profile = nullptr;
+  std::filesystem::path from;
+  if (cfg.cache_warm == "off") {
+    log("cache warm", "off (a cold start)");
+    return;
+  }
+  if (cfg.cache_warm == "auto") {
+    warm_summary_ = "none";
+    if (records_trace) {
+      log("cache warm", "none: --route-trace records a cold start, which `moetier replay` reproduces row by row "
+                        "(--cache-warm FILE warms anyway)");
+      return;
+    }
+    if (!kept) {
+      log("cache warm", fmt::format("none: {}", path_.empty() ? std::string("no heat profile is kept") : kept_note));
+      return;
+    }
+    profile = &*kept;
+    from = path_;
+  } else {
     from = cfg.cache_warm;
-    moe::HeatProfile p = moe::HeatProfile::load(from);
-    if (const std::string why = p.mismatch(stream.heat().model()); !why.empty()) {
+    given = moe::HeatProfile::load(from);
+    if (const std::string why = given->mismatch(stream.heat().model()); !why.empty()) {
       fail("--cache-warm {}: {}", cfg.cache_warm, why);
     }
-    profile = std::move(p);
-  } else {
-    log("cache warm", "off (a cold start)");
+    profile = &*given;
+    if (records_trace) {
+      log("note", "the route trace does not record the warm start: `moetier replay` of it starts cold, so its "
+                  "residency column will not match row by row");
+    }
   }
-  if (!profile) return;
 
-  // The counts go on from the profile's, whichever file it came from.
-  stream_.seed_heat(*profile);
-  saved_tokens_ = from == path_ ? profile->decode_tokens() : -1;
   const std::vector<moe::ExpertKey> hot = profile->hottest();
   const moe::StreamingExperts::WarmStart w = stream_.warm(hot);
   warm_summary_ = fmt::format("{} experts", w.experts);

@@ -166,7 +166,7 @@ void CachePolicy::end_step(Phase phase, SwapPlan& plan) {
   next_batch();
   on_end_step(phase, plan);
   ++step_;
-  if (phase == Phase::decode) warm_hold_ = false;
+  warm_hold_ = false;
 }
 
 void CachePolicy::swap_landed(ExpertKey key) {

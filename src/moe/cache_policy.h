@@ -30,7 +30,7 @@
 //   - budget mode (strict = false), the recording engine's semantics: misses always become resident; after
 //     the batch, victims are evicted until the capacity holds, but never an entry the batch touched, so the
 //     cache may stay over capacity until a later batch can evict. Nothing is "not retained", except the misses
-//     of a first prompt after a warm start that find no free capacity (warm()).
+//     of the first prefill step after a warm start that find no free capacity (warm()).
 //   - strict mode (strict = true), the engine's fixed slots: the same decisions, except that the cache never
 //     exceeds its capacity; misses that cannot get a slot (all other entries are this batch's) are
 //     reported in not_retained, last in first-use order first.
@@ -147,8 +147,9 @@ class CachePolicy {
   void swap_cancelled(ExpertKey key);
   // Warm start, before the first access: makes the first entries of `hottest_first` (a heat profile's order,
   // moe/heat_profile.h) resident while they fit the capacity, as landed swaps, the coldest first so that the
-  // recency policies evict the coldest first. Until the first decode step ends, prefill batches then admit misses
-  // into free capacity only, never evicting: a first prompt touching more experts than the cache holds (a
+  // recency policies evict the coldest first (LRU; the frequency policies start the warmed entries at no count).
+  // Until the first step ends, prefill batches then admit misses into free capacity only, never evicting: a
+  // first prompt (its first chunk of up to n_batch tokens) touching more experts than the cache holds (the phone's
   // 28-token Qwen3 prompt reads ~50 experts per layer) would otherwise replace the warmed set with its own before
   // the decode that the set is for. Returns the entries made resident, in (layer, expert) order (file order).
   // Throws moetier::Error for an out-of-range key, or when called after an access; repeated keys count once.
@@ -224,7 +225,7 @@ class CachePolicy {
   int32_t batch_layer_ = -1;
   int64_t step_ = 0;
   bool accessed_ = false;   // an access() has happened (warm() comes before)
-  bool warm_hold_ = false;  // warmed, and no decode step has ended yet: prefill admits into free capacity only
+  bool warm_hold_ = false;  // warmed, and no step has ended yet: prefill admits into free capacity only
 };
 
 // Online policies by name: "lru" (default), "lfu", "lfu-decay", "adaptive", "adaptive-tuned" (adaptive with

@@ -5,9 +5,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,15 +21,19 @@ namespace {
 
 constexpr const char* kFormat = "moetier heat profile";
 constexpr int kVersion = 1;
-constexpr int32_t kMaxDim = 1 << 16;  // layers or experts: far above any model, and the product fits in memory
+constexpr int32_t kMaxDim = 1 << 16;        // layers or experts: far above any model
+constexpr int64_t kMaxEntries = 1 << 20;    // layers x experts (8 MiB of counts): DeepSeek-V3 has 58 x 256
+// No count can exceed the sum of the fade's series, 1 / (1 - kDecayPerToken) = 200 (a little more for rounding).
+constexpr double kMaxCount = 1.0 / (1.0 - HeatProfile::kDecayPerToken) + 1.0;
 
 }  // namespace
 
 HeatProfile::HeatProfile(HeatModel model) : model_(std::move(model)) {
   if (model_.n_moe_layers <= 0 || model_.n_expert <= 0 || model_.n_moe_layers > kMaxDim ||
-      model_.n_expert > kMaxDim) {
-    fail("heat profile: {} MoE layers x {} experts is not a model shape (each in 1..{})", model_.n_moe_layers,
-         model_.n_expert, kMaxDim);
+      model_.n_expert > kMaxDim ||
+      int64_t{model_.n_moe_layers} * int64_t{model_.n_expert} > kMaxEntries) {
+    fail("heat profile: {} MoE layers x {} experts is not a model shape (each in 1..{}, at most {} in all)",
+         model_.n_moe_layers, model_.n_expert, kMaxDim, kMaxEntries);
   }
   counts_.assign(static_cast<size_t>(model_.n_moe_layers) * static_cast<size_t>(model_.n_expert), 0.0);
 }
@@ -95,23 +100,30 @@ void HeatProfile::save(const std::filesystem::path& path) const {
   j["heat"] = std::move(heat);
   const std::string text = j.dump() + "\n";
 
-  // Beside the target, so the rename stays within one file system; the pid keeps two runs from sharing it.
-  std::filesystem::path tmp = path;
-  tmp += fmt::format(".tmp{}", ::getpid());
-  {
-    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(tmp.c_str(), "wb"), &std::fclose);
-    if (!f) fail("heat profile {}: cannot create: {}", tmp.string(), std::strerror(errno));
-    if (std::fwrite(text.data(), 1, text.size(), f.get()) != text.size() || std::fflush(f.get()) != 0) {
-      const int err = errno;
-      std::filesystem::remove(tmp);
-      fail("heat profile {}: cannot write: {}", tmp.string(), std::strerror(err));
-    }
+  // A unique temporary file beside the target (the rename stays within one file system), written and synced
+  // whole, then renamed over the target: a reader sees the old profile or the new one, never a part. Two runs
+  // saving at once each write a whole profile; the last rename wins.
+  const std::string p = path.string();
+  std::string tmp = p + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) fail("heat profile {}: cannot create a file beside it: {}", p, std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    fail("heat profile {}: cannot replace: {}", path.string(), ec.message());
+  const int err = done < text.size() || ::fsync(fd) != 0 ? errno : 0;
+  ::close(fd);
+  if (err != 0 || done < text.size()) {
+    ::unlink(tmp.c_str());
+    fail("heat profile {}: cannot write: {}", p, std::strerror(err != 0 ? err : EIO));
+  }
+  if (::rename(tmp.c_str(), p.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    fail("heat profile {}: cannot replace: {}", p, std::strerror(e));
   }
 }
 
@@ -120,13 +132,16 @@ HeatProfile HeatProfile::load(const std::filesystem::path& path) {
   const std::string text = util::read_text_file(path, "heat profile", size_t{64} << 20);
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) fail("heat profile {}: not a JSON object", p);
-  if (j.value("format", std::string()) != kFormat) fail("heat profile {}: format is not \"{}\"", p, kFormat);
+  if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != kFormat) {
+    fail("heat profile {}: \"format\" is not \"{}\"", p, kFormat);
+  }
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != kVersion) {
     fail("heat profile {}: version is not {} (written by another moetier?)", p, kVersion);
   }
   const auto need_int = [&](const char* key, int64_t lo, int64_t hi) {
-    if (!j.contains(key) || !j[key].is_number_integer()) {
-      fail("heat profile {}: \"{}\" is missing or not an integer", p, key);
+    if (!j.contains(key) || !j[key].is_number_integer() ||
+        (j[key].is_number_unsigned() && j[key].get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+      fail("heat profile {}: \"{}\" is missing or not an integer in {}..{}", p, key, lo, hi);
     }
     const auto v = j[key].get<int64_t>();
     if (v < lo || v > hi) fail("heat profile {}: \"{}\" {} is outside {}..{}", p, key, v, lo, hi);
@@ -145,21 +160,28 @@ HeatProfile HeatProfile::load(const std::filesystem::path& path) {
   m.file_bytes = j["file_bytes"].get<uint64_t>();
   m.n_moe_layers = static_cast<int32_t>(need_int("n_moe_layers", 1, kMaxDim));
   m.n_expert = static_cast<int32_t>(need_int("n_expert", 1, kMaxDim));
-  HeatProfile h(m);
-  h.decode_tokens_ = need_int("decode_tokens", 0, INT64_MAX);
+  // The shape of the counts first: the stated one is only allocated once the file holds it.
   const auto& heat = j.contains("heat") ? j["heat"] : nlohmann::json();
   if (!heat.is_array() || heat.size() != static_cast<size_t>(m.n_moe_layers)) {
     fail("heat profile {}: \"heat\" must be an array of {} rows (one per MoE layer)", p, m.n_moe_layers);
   }
   const auto E = static_cast<size_t>(m.n_expert);
   for (size_t l = 0; l < heat.size(); ++l) {
-    const auto& row = heat[l];
-    if (!row.is_array() || row.size() != E) fail("heat profile {}: row {} of \"heat\" must hold {} counts", p, l, E);
+    if (!heat[l].is_array() || heat[l].size() != E) {
+      fail("heat profile {}: row {} of \"heat\" must hold {} counts", p, l, E);
+    }
+  }
+  HeatProfile h(m);
+  h.decode_tokens_ = need_int("decode_tokens", 0, INT64_MAX);
+  for (size_t l = 0; l < heat.size(); ++l) {
     for (size_t e = 0; e < E; ++e) {
-      if (!row[e].is_number()) fail("heat profile {}: heat[{}][{}] is not a number", p, l, e);
-      const double c = row[e].get<double>();
-      if (!std::isfinite(c) || c < 0.0) fail("heat profile {}: heat[{}][{}] = {} is not a count >= 0", p, l, e, c);
-      h.counts_[l * E + e] = c;
+      const auto& c = heat[l][e];
+      if (!c.is_number()) fail("heat profile {}: heat[{}][{}] is not a number", p, l, e);
+      const double v = c.get<double>();
+      if (!std::isfinite(v) || v < 0.0 || v > kMaxCount) {
+        fail("heat profile {}: heat[{}][{}] = {} is not a count in 0..{:.0f}", p, l, e, v, kMaxCount);
+      }
+      h.counts_[l * E + e] = v;
     }
   }
   return h;

@@ -9,7 +9,9 @@
 // run with the same fade per decode token: what a profile says is the recent routing of the model over runs,
 // not of one prompt. Prefill is not counted: a prompt touches most experts once; the warm start is for decode.
 //
-// File (JSON, written whole to a temporary file and renamed over the old one, so a crash leaves the old one):
+// File (JSON, written whole to a temporary file and renamed over the old one, so a crash leaves the old one; of
+// two runs saving the same profile the last one wins, each run's counts having started from the profile as it
+// was when the run started):
 //   {"format": "moetier heat profile", "version": 1, "model": "<file name>", "arch": "qwen3moe",
 //    "file_bytes": N, "n_moe_layers": L, "n_expert": E, "decay_per_token": 0.995, "decode_tokens": T,
 //    "heat": [[E counts of MoE layer 0], ..., [E counts of layer L-1]]}
@@ -65,7 +67,8 @@ class HeatProfile {
   // Writes the file (see above). Throws moetier::Error naming the path and the system's reason on failure.
   void save(const std::filesystem::path& path) const;
   // Reads a file save() wrote. Throws moetier::Error naming the path for an unreadable file, invalid JSON, another
-  // format or version, a missing field, counts of the wrong shape, or a negative or non-finite count.
+  // format or version, a missing or mistyped field, a shape above 2^20 layers x experts, counts of the wrong
+  // shape, or a count outside 0..1 / (1 - kDecayPerToken).
   static HeatProfile load(const std::filesystem::path& path);
 
  private:

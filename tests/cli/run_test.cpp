@@ -209,21 +209,36 @@ TEST(RunStreaming, HeatProfileWarmStartsTheNextRun) {
   EXPECT_NE(warm.output.find("cache warm: 14 of the"), std::string::npos) << warm.output;  // 2 MiB: 14 slots
   EXPECT_EQ(text(warm.output), text(cold.output));
   EXPECT_GT(hits(warm.output), hits(cold.output));
-  // --cache-warm off starts cold again; --cache-warm FILE reads a given profile even with --heat off.
+  // The counts go on from run to run: 15 decode tokens each (16 generated, the last not run).
+  const auto tokens_in = [&] { return util::read_json_lenient(heat)["decode_tokens"].get<int64_t>(); };
+  EXPECT_EQ(tokens_in(), 30);
+  // --cache-warm off starts cold again, and does not reset the kept counts; --cache-warm FILE reads a given
+  // profile even with --heat off.
   const auto off = test::run_cli(base + "--heat '" + heat + "' --cache-warm off");
   EXPECT_NE(off.output.find("cache warm: off"), std::string::npos) << off.output;
   EXPECT_EQ(hits(off.output), hits(cold.output));
+  EXPECT_EQ(tokens_in(), 45);
   const auto given = test::run_cli(base + "--heat off --cache-warm '" + heat + "'");
   EXPECT_NE(given.output.find("cache warm: 14 of the"), std::string::npos) << given.output;
 
+  // A kept profile that is not one (here a mistyped field) is logged and replaced, never fatal.
+  std::ofstream(heat) << R"({"format": 1, "version": 1})";
+  auto r = test::run_cli(base + "--heat '" + heat + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(this run replaces it)"), std::string::npos) << r.output;
+  EXPECT_EQ(tokens_in(), 15);
+  // A route trace records a cold start, which replay reproduces row by row.
+  r = test::run_cli(base + "--heat '" + heat + "' --route-trace '" + (dir / "t.csv").string() + "'");
+  EXPECT_NE(r.output.find("cache warm: none: --route-trace records a cold start"), std::string::npos) << r.output;
+
   const auto gptoss = (test::oracle_dir() / "models/micro-gptoss-F16.gguf").string();
-  auto r = test::run_cli("run -m '" + gptoss + "' -p hi -n 2 --experts stream --heat off --cache-warm '" + heat + "'");
+  r = test::run_cli("run -m '" + gptoss + "' -p hi -n 2 --experts stream --heat off --cache-warm '" + heat + "'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--cache-warm " + heat + ": it was counted on tiny-qwen3moe-Q4_K_M.gguf"), std::string::npos)
       << r.output;
   r = test::run_cli(base + "--heat '" + dir.string() + "'");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("is a directory"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is not a regular file"), std::string::npos) << r.output;
   // In the user's cache directory by default, one file per model.
   std::filesystem::remove_all(dir / "cache");
   r = test::run_shell("env -u MOETIER_HEAT MOETIER_CACHE_DIR='" + (dir / "cache").string() + "' " + test::cli_path() +

@@ -52,9 +52,9 @@ TEST(CacheWarm, TakesTheHottestThatFitAndReturnsThemInFileOrder) {
   EXPECT_EQ(r.hits, 2);
 }
 
-// The first prompt may not replace the warmed set: its misses use free capacity only, and are used once
-// otherwise; the first decode step ends the hold, and LRU then evicts the coldest warmed entry first.
-TEST(CacheWarm, FirstPrefillDoesNotEvictAndDecodeEvictsTheColdestFirst) {
+// The first prompt may not replace the warmed set: the misses of its first step (chunk) use free capacity only,
+// and are used once otherwise; the end of that step ends the hold; LRU then evicts the coldest warmed entry first.
+TEST(CacheWarm, FirstPrefillStepDoesNotEvictAndTheColdestGoFirst) {
   for (const bool strict : {true, false}) {
     SCOPED_TRACE(strict ? "strict" : "budget");
     auto p = moe::make_policy("lru", one_layer(4, strict));
@@ -67,13 +67,12 @@ TEST(CacheWarm, FirstPrefillDoesNotEvictAndDecodeEvictsTheColdestFirst) {
     EXPECT_EQ(p->resident_entries(), 4);
     moe::SwapPlan plan;
     p->end_step(Phase::prefill, plan);
-    EXPECT_TRUE(p->warm_hold());
+    EXPECT_FALSE(p->warm_hold());
     p->access(0, ids({6, 4}), Phase::decode, r);
     // Recency: 7 (the coldest warmed; 5 and 6 were used since), then 0.
     EXPECT_EQ(r.evicted, (std::vector<ExpertKey>{{0, 7}}));
     p->end_step(Phase::decode, plan);
-    EXPECT_FALSE(p->warm_hold());
-    p->access(0, ids({1, 2}), Phase::prefill, r);  // later prompts evict as usual
+    p->access(0, ids({1, 2}), Phase::prefill, r);  // later prompts (and chunks) evict as usual
     EXPECT_EQ(r.evicted.size(), 2u);
     EXPECT_TRUE(r.not_retained.empty());
   }
@@ -187,6 +186,14 @@ TEST(HeatProfile, BadFilesAreErrorsNamingTheFile) {
   expect_error(replace("\"n_moe_layers\":2", "\"n_moe_layers\":-2"), "n_moe_layers");
   expect_error(replace("0.995,0.0,0.0]", "-1,0.0,0.0]"), "heat[0][1]");
   expect_error(replace("\"decode_tokens\":1", "\"decode_tokens\":\"1\""), "decode_tokens");
+  expect_error(replace("\"format\":\"moetier heat profile\"", "\"format\":1"), "format");
+  expect_error(replace("\"decode_tokens\":1", "\"decode_tokens\":18446744073709551615"), "decode_tokens");
+  expect_error(replace("0.995,0.0,0.0]", "1e308,0.0,0.0]"), "heat[0][1]");
+  // A stated shape far beyond what the file holds is refused before anything of that size is allocated.
+  expect_error(replace("\"n_moe_layers\":2", "\"n_moe_layers\":60000"), "rows");
+  expect_error(R"({"format":"moetier heat profile","version":1,"model":"m","arch":"a","file_bytes":0,)"
+               R"("n_moe_layers":60000,"n_expert":60000,"decode_tokens":0,"heat":[]})",
+               "rows");
   EXPECT_THROW(HeatProfile::load(dir / "missing.json"), Error);
 }
 
