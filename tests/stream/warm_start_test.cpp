@@ -107,5 +107,31 @@ TEST(StreamWarmStart, FromTheLastRunsHeatHitsFromTheFirstTokenBitIdentically) {
   }
 }
 
+// A failed warm-start read is an error naming the file, after every read in flight has been collected; the store
+// is unusable afterwards, as after any failed read.
+TEST(StreamWarmStart, AFailedReadIsAnErrorNamingTheFile) {
+  const model::TokenInput t = test::oracle_tokens(kModel, "p1", 4);
+  const WarmRun cold = run(t, nullptr);
+  const auto file = gguf::GgufModel::open(test::model_path(kModel));
+  StreamingOptions so;
+  so.cache_bytes = ExpertStore(file).slot_bytes() * 24;
+  so.fail_read = 2;
+  StreamingExperts s(file, so);
+  try {
+    s.warm(cold.heat.hottest());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("warm start of the expert cache"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::string(kModel) + ".gguf"), std::string::npos) << what;
+  }
+  EXPECT_EQ(s.engine().outstanding(), 0u);
+  struct Sink final : ExpertConsumer {
+    void on_experts(std::span<const int32_t>, std::span<const ExpertWeights>) override {}
+  } sink;
+  const int32_t e0 = 0;
+  EXPECT_THROW(s.fetch(0, std::span<const int32_t>(&e0, 1), sink), Error);
+}
+
 }  // namespace
 }  // namespace moetier::moe
