@@ -9,6 +9,9 @@
 #   env: RUNS (3) runs per configuration, TOKENS (32) decode tokens, CAP_GIB (8) memory cap, THREADS (2),
 #        PROMPT ("Once upon a time"), FIO_SECONDS (30; 0 skips fio), CONFIGS (all: "stream2000 stream4000
 #        stream4000warm streamauto mmapcapped resident"; a subset runs only those, and the table lists only those),
+#        BW_SECONDS (5; 0 skips): before each configuration, fio samples the drive's direct random-read
+#        bandwidth (4 MiB reads, 4 lanes, as the expert store reads) for this long; the decode table gives each
+#        streamed result as a % of the I/O bound those samples set (median MiB/s / MiB read per token),
 #        ROUTE (unset: the model's router; a route_trace v1 file: every decode run replays its routing,
 #        --route-replay); prefill512 and prefill512mmap run a prompt of 512 token ids (bench tokens, not a trace's
 #        routing) and one generated token, streamed (cache 4000 MiB) and through mmap, both capped
@@ -59,9 +62,19 @@ prompt_args=(-p "$prompt"); n_predict=$tokens
 export MOETIER_HEAT=off
 route=()
 [ -n "${ROUTE:-}" ] && route=(--route-replay "$ROUTE")
+# The drive's direct random-read bandwidth, sampled between configurations (MiB/s, one line per sample).
+bw_file=$out/drive_bw.txt
+: > "$bw_file"
+sample_bw() {
+  [ "${BW_SECONDS:-5}" = 0 ] && return 0
+  fio --name=bw --filename="$model" --readonly --rw=randread --bs=4M --direct=1 --ioengine=psync --numjobs=4 \
+      --group_reporting --time_based --runtime="${BW_SECONDS:-5}" --output-format=terse 2>/dev/null |
+    awk -F';' '{printf "%.0f\n", $7 / 1024}' >> "$bw_file" || true
+}
 # run NAME CAPPED ARGS...: RUNS cold runs; each leaves its metrics CSV in $out/NAME.RUN.csv
 run_config() {
   local name=$1 capped=$2; shift 2
+  sample_bw
   for r in $(seq 1 "$runs"); do
     sync; echo 3 > /proc/sys/vm/drop_caches
     local csv=$out/$name.$r.csv
@@ -102,6 +115,17 @@ window() {
     done | cut -d' ' -f"$col" | sort -g | awk '{v[NR]=$1} END {if (NR) printf "%s ", v[int((NR+1)/2)]; else printf "- "}'
   done
 }
+# decode_mib NAME: MiB read per decode token over the decode rows (prefill's reads left out), median over the runs
+decode_mib() {
+  local name=$1
+  for r in $(seq 1 "$runs"); do
+    local f=$out/$name.$r.csv
+    [ -f "$f" ] || continue
+    awk -F, '/^#/ { next } $1 == "step" { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+      $c["phase"] == "decode" { ++k; b += $c["read_bytes"] } END { if (k) printf "%.3f\n", b / 1048576 / k }' "$f"
+  done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print 0}'
+}
+drive_bw=
 row() {
   local name=$1 label=$2
   local dtok dms rb hit rss w16 w32
@@ -109,10 +133,12 @@ row() {
   rb=$(median "$name" read_bytes); hit=$(median "$name" hit_pct); rss=$(median "$name" peak_rss_mib)
   w16=$(window "$name" 16); w32=$(window "$name" 32)
   awk -v l="$label" -v t="$dtok" -v ms="$dms" -v rb="$rb" -v h="$hit" -v rss="$rss" -v n="$tokens" \
-      -v w16="$w16" -v w32="$w32" 'BEGIN {
+      -v w16="$w16" -v w32="$w32" -v bw="$drive_bw" -v dmib="$(decode_mib "$name")" 'BEGIN {
     tps = (ms > 0) ? t * 1000 / ms : 0; mib = (n > 0 && rb != "-") ? rb / 1048576 / n : 0;
     split(w16, a, " "); split(w32, b, " ");
-    printf "| %s | %.2f | %.1f | %s | %s | %s / %s | %s / %s |\n", l, tps, mib, h, rss, a[1], a[2], b[1], b[2] }'
+    bound = (bw > 0 && dmib > 0) ? sprintf("%.1f (%.0f%%)", bw / dmib, 100 * tps * dmib / bw) : "-";
+    printf "| %s | %.2f | %.1f | %s | %s | %s / %s | %s / %s | %s |\n", l, tps, mib, h, rss, a[1], a[2], b[1], b[2],
+      bound }'
 }
 
 all="stream2000 stream4000 stream4000warm streamauto mmapcapped resident prefill512 prefill512mmap"
@@ -149,9 +175,12 @@ fi
 
 echo "model: $model, $tokens decode tokens, -t $threads, median of $runs runs (page cache dropped before each), cap" \
      "${cap_gib} GiB${ROUTE:+, routing replayed from $ROUTE}"
+[ -s "$bw_file" ] && echo "drive: direct random 4 MiB reads at 4 lanes, sampled before each configuration: $(tr '\n' ' ' < "$bw_file")MiB/s" \
+  "(the I/O bound below: their median over the MiB read per decode token)"
 echo
-echo "| configuration | decode tok/s | MiB read / token (whole run) | hit % | peak RSS MiB | first 16: tok/s / hit % | first 32: tok/s / hit % |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+drive_bw=$(sort -g "$bw_file" | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}')
+echo "| configuration | decode tok/s | MiB read / token (whole run) | hit % | peak RSS MiB | first 16: tok/s / hit % | first 32: tok/s / hit % | I/O bound tok/s: drive MiB/s / decode MiB per token (% reached) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 selected stream2000 && row stream2000 "stream, cache 2000 MiB, capped"
 selected stream4000 && row stream4000 "stream, cache 4000 MiB, capped"
 selected stream4000warm && row stream4000warm "stream, cache 4000 MiB, capped, warm start (profile of the same run)"
