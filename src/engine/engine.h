@@ -74,8 +74,8 @@ class Engine {
   const std::vector<StartDecision>& decisions() const { return decisions_; }
   // The dense-weight policy in effect ("mapped" when experts are resident; after any fallback when they stream).
   std::string_view dense_weights() const { return dense_weights_; }
-  // What the expert cache's warm start did: "off", "none" or "N experts" (HeatKeeper::warm_summary); "off" when
-  // the experts do not stream.
+  // What the expert cache's warm start did: "off", "none" or "N experts, M MiB read in S s"
+  // (HeatKeeper::warm_summary); "off" when the experts do not stream.
   std::string_view cache_warm() const { return heat_ ? std::string_view(heat_->warm_summary()) : "off"; }
   double load_seconds() const { return load_seconds_; }
 

@@ -124,7 +124,8 @@ HeatKeeper::HeatKeeper(moe::StreamingExperts& stream, const gguf::GgufModel& fil
 
   const std::vector<moe::ExpertKey> hot = profile->hottest();
   const moe::StreamingExperts::WarmStart w = stream_.warm(hot);
-  warm_summary_ = fmt::format("{} experts", w.experts);
+  warm_summary_ = fmt::format("{} experts, {:.1f} MiB read in {:.2f} s", w.experts,
+                              static_cast<double>(w.bytes) / kMiB, w.seconds);
   if (w.experts == 0) {
     log("cache warm", fmt::format("none: {} {}", from.string(),
                                   hot.empty() ? "counts no decode routing yet" : "but the store has no cache"));

@@ -42,7 +42,8 @@ class HeatKeeper {
   // Saves now when decode has run since the last save (or the start). Never throws: a failure is reported once through `later`
   // and no save is tried again.
   void save();
-  // What the warm start did, for the metrics CSV's settings: "off", "none", or "N experts".
+  // What the warm start did, for the metrics CSV's settings: "off", "none", or "N experts, M MiB read in S s"
+  // (the warm read comes before the first step, so the steps' read_bytes and times leave it out).
   const std::string& warm_summary() const { return warm_summary_; }
 
  private:
