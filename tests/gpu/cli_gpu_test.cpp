@@ -1,7 +1,10 @@
 // `moetier run` with -ngl / --n-cpu-moe / --device end to end on lavapipe, under the validation layer: the text
 // is the CPU run's, the start log says what lives where, and bad placement values are refused naming the flag.
 #include <cstdio>
+#include <iterator>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -62,6 +65,40 @@ TEST(CliGpu, PartialOffloadCountsFromTheLastBlock) {
   EXPECT_NE(r.output.find("the step on the GPU from block 3 (blocks below 3 on the CPU), the output head on the CPU"),
             std::string::npos)
       << r.output;
+}
+
+// MOETIER_GPU_PROFILE=1: the step's GPU time per kernel, whose rows add up to the GPU's busy time.
+TEST(CliGpu, ProfileChargesTheGpuTimeToTheStepsKernels) {
+  const auto r = test::run_shell("MOETIER_GPU_PROFILE=1 " + test::cli_path() + " " + kRun + " -ngl 99 2>&1 >/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  unsigned long long submissions = 0;
+  double record = 0, done = 0, busy = 0;
+  const size_t at = r.output.find("gpu profile: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at,
+                        "gpu profile: %llu submissions; host recording %lf ms, submit to done %lf ms, GPU busy %lf ms",
+                        &submissions, &record, &done, &busy),
+            4)
+      << r.output;
+  EXPECT_GT(submissions, 24u);  // one per step at least
+  EXPECT_GT(busy, 0.0);
+  EXPECT_GE(done, busy * 0.99) << "the host waited less than the GPU worked";
+  // The rows: name (one or two words), count, total ms, share, mean us; their totals are the busy time.
+  double sum = 0;
+  for (const char* op : {"attention", "rms_norm", "grouped Q4_K", "rope", "kv_store", "combine", "upload"}) {
+    const size_t row = r.output.find(std::string("gpu profile:   ") + op + " ");
+    EXPECT_NE(row, std::string::npos) << op << "\n" << r.output;
+  }
+  size_t pos = r.output.find("mean us\n");
+  ASSERT_NE(pos, std::string::npos) << r.output;
+  std::istringstream rows(r.output.substr(pos + 8));
+  for (std::string line; std::getline(rows, line) && line.starts_with("gpu profile:   ");) {
+    std::istringstream f(line.substr(15));
+    std::vector<std::string> w{std::istream_iterator<std::string>(f), {}};
+    ASSERT_GE(w.size(), 5u) << line;
+    sum += std::stod(w[w.size() - 3]);
+  }
+  EXPECT_NEAR(sum, busy, busy * 0.01 + 0.1) << r.output;
 }
 
 TEST(CliGpu, BadPlacementValuesAreRefused) {

@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string_view>
+#include <utility>
 
 #include "util/error.h"
 
@@ -86,6 +89,17 @@ Instance::Instance(bool validation) try {
   fail("Vulkan: {} (Debian: apt install libvulkan1 mesa-vulkan-drivers)", e.what());
 }
 
+std::shared_ptr<Instance> Instance::shared(bool validation) {
+  static std::mutex mutex;
+  // Never destroyed: a static destructor would call into the driver after its own exit handlers may have run.
+  static auto* instances = new std::map<std::pair<bool, bool>, std::shared_ptr<Instance>>;
+  const std::pair<bool, bool> key(validation || env_validation(), env_sync_validation());
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<Instance>& slot = (*instances)[key];
+  if (slot == nullptr) slot = std::make_shared<Instance>(validation);
+  return slot;
+}
+
 uint64_t process_validation_errors() { return g_process_errors.load(std::memory_order_relaxed); }
 
 VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -93,7 +107,7 @@ VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(VkDebugUtilsMessageSeverityF
                                                     const VkDebugUtilsMessengerCallbackDataEXT* data, void* self) {
   const bool error = (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) != 0;
   if (error) {
-    ++static_cast<Instance*>(self)->errors_;
+    static_cast<Instance*>(self)->errors_.fetch_add(1, std::memory_order_relaxed);
     g_process_errors.fetch_add(1, std::memory_order_relaxed);
   }
   std::fprintf(stderr, "vulkan validation %s: %s\n", error ? "error" : "warning",

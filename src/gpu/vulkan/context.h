@@ -6,6 +6,7 @@
 // compute queue; buffers shared by both are created with VK_SHARING_MODE_CONCURRENT.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -20,12 +21,17 @@ namespace moetier::gpu::vk_impl {
 class Instance {
  public:
   explicit Instance(bool validation);
+  // The process's instance for `validation` (or'd with MOETIER_VULKAN_VALIDATION), made on first use and never
+  // destroyed: destroying a process's last instance makes the loader unload the driver, and NVIDIA's driver
+  // (580.159 on an H200) could not be loaded again after about thirty such cycles in one process (vkCreateInstance
+  // then failed with VK_ERROR_INCOMPATIBLE_DRIVER). Thread-safe.
+  static std::shared_ptr<Instance> shared(bool validation);
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
 
   const vk::raii::Instance& get() const { return instance_; }
   std::vector<vk::raii::PhysicalDevice> physical_devices() const;
-  uint64_t validation_errors() const { return errors_; }
+  uint64_t validation_errors() const { return errors_.load(std::memory_order_relaxed); }
   // Whether the layer also checks synchronization (MOETIER_VULKAN_VALIDATION=sync).
   bool sync_validation() const { return sync_validation_; }
 
@@ -37,7 +43,7 @@ class Instance {
   vk::raii::Instance instance_{nullptr};
   vk::raii::DebugUtilsMessengerEXT messenger_{nullptr};
   bool sync_validation_ = false;
-  uint64_t errors_ = 0;  // written by on_message (the calling thread: the validation layer reports synchronously)
+  std::atomic<uint64_t> errors_{0};  // written by on_message, on the thread of the reported call
 };
 
 // The error messages of every Instance in this process so far (gpu::validation_errors_in_process).

@@ -9,10 +9,10 @@ namespace moetier::gpu {
 bool built_with_vulkan() { return true; }
 
 std::vector<DeviceInfo> list_devices() {
-  const vk_impl::Instance instance(false);
+  const std::shared_ptr<vk_impl::Instance> instance = vk_impl::Instance::shared(false);
   std::vector<DeviceInfo> out;
   int i = 0;
-  for (const auto& pd : instance.physical_devices()) out.push_back(vk_impl::describe(pd, i++));
+  for (const auto& pd : instance->physical_devices()) out.push_back(vk_impl::describe(pd, i++));
   return out;
 }
 

@@ -22,8 +22,9 @@ constexpr size_t kMaxIoFloats = size_t{1} << 28;
 
 VulkanBackend::VulkanBackend(const GpuOptions& o)
     : opts_(o),
-      instance_(o.validation),
-      device_(instance_, o.device),
+      instance_(Instance::shared(o.validation)),
+      errors_at_start_(instance_->validation_errors()),
+      device_(*instance_, o.device),
       pipelines_(device_),
       compute_done_(device_.get()),
       transfer_done_(device_.get()) {

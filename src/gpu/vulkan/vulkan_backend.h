@@ -36,7 +36,8 @@ class VulkanBackend final : public GpuBackend {
   void place(const quant::WeightView& w) override;
   uint64_t placed_bytes() const override { return placed_bytes_; }
   const DeviceInfo& device() const override { return device_.info(); }
-  uint64_t validation_errors() const override { return instance_.validation_errors(); }
+  // The messages since this backend was made (its instance is the process's, Instance::shared).
+  uint64_t validation_errors() const override { return instance_->validation_errors() - errors_at_start_; }
   compute::BackendCounters counters() const override { return counters_; }
   double read_bandwidth(uint64_t bytes) override;
   DeviceStep& step() override;
@@ -95,7 +96,8 @@ class VulkanBackend final : public GpuBackend {
 
   GpuOptions opts_;
   compute::BackendCounters counters_;
-  Instance instance_;
+  std::shared_ptr<Instance> instance_;
+  uint64_t errors_at_start_ = 0;  // instance_'s message count when this backend was made
   Device device_;
   Pipelines pipelines_;
   size_t x_cap_ = 0;  // floats of x_dev_ / x_stage_

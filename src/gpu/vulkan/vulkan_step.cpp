@@ -54,11 +54,14 @@ VulkanStep::VulkanStep(VulkanBackend& backend) : be_(backend) {
   } catch (const vk::SystemError& e) {
     fail("Vulkan: cannot set up the device step on {} ({})", be_.device().name, e.what());
   }
+  profile_ = StepProfile::from_env(be_.device_);
   downloads_.reserve(64);
   regions_.reserve(8192);
   entries_.reserve(1024);
   table_host_.reserve(4096);
 }
+
+VulkanStep::~VulkanStep() = default;  // the profile, if any, prints its totals
 
 DevArray VulkanStep::alloc(int64_t n) {
   assert(!ready_ && n >= 0);
@@ -117,7 +120,7 @@ void VulkanStep::finish_setup(int64_t staging_floats) {
   }
   ready_ = true;
   // Zeroed, then the constants in place: one submission (or more, when they exceed the staging buffer).
-  begin_op(false);
+  begin_op(false, {"setup"});
   cmd_.fillBuffer(*arena_.get(), 0, VK_WHOLE_SIZE, 0);
   for (const auto& [span, arr] : constants_) upload(span.data(), arr);
   submit();
@@ -146,20 +149,23 @@ void VulkanStep::check(DevArray a, int64_t n, const char* what) const {
   }
 }
 
-void VulkanStep::begin_op(bool is_product) {
+void VulkanStep::begin_op(bool is_product, StepProfile::Label label) {
   assert(ready_);
   if (!recording_) {
     cmd_.reset();
     cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+    if (profile_) profile_->begin(cmd_);
     recording_ = true;
     bound_pipeline_ = nullptr;
     bound_set_ = nullptr;
-  } else if (!(is_product && last_was_product_) || be_.instance_.sync_validation()) {
+  } else {
+    if (profile_) profile_->mark(cmd_, op_);
     // Under synchronization validation products are separated too: the layer judges a descriptor by its whole
     // bound range, so products writing disjoint parts of the arena read to it as hazards; with a barrier between
     // them every other barrier of the step is what it checks.
-    barrier();
+    if (!(is_product && last_was_product_) || be_.instance_->sync_validation()) barrier();
   }
+  op_ = label;
   last_was_product_ = is_product;
 }
 
@@ -215,7 +221,7 @@ void VulkanStep::upload(const float* src, DevArray dst) {
     fail("GPU step: an upload of {} bytes exceeds the {}-byte staging buffer", bytes, up_stage_.bytes());
   if (up_used_ + bytes > up_stage_.bytes()) submit();  // staging full: what is recorded runs first
   std::memcpy(up_stage_.mapped() + up_used_, src, bytes);
-  begin_op(false);
+  begin_op(false, {"upload"});
   cmd_.copyBuffer(*up_stage_.get(), *arena_.get(), vk::BufferCopy(up_used_, uint64_t{dst.offset} * 4, bytes));
   up_used_ += (bytes + 15) & ~uint64_t{15};
 }
@@ -226,7 +232,7 @@ void VulkanStep::download(DevArray src, float* dst) {
   if (bytes > down_stage_.bytes())
     fail("GPU step: a download of {} bytes exceeds the {}-byte staging buffer", bytes, down_stage_.bytes());
   if (down_used_ + bytes > down_stage_.bytes()) submit();
-  begin_op(false);
+  begin_op(false, {"download"});
   cmd_.copyBuffer(*arena_.get(), *down_stage_.get(), vk::BufferCopy(uint64_t{src.offset} * 4, down_used_, bytes));
   downloads_.push_back({dst, down_used_, src.size});
   down_used_ += (bytes + 15) & ~uint64_t{15};
@@ -237,7 +243,7 @@ void VulkanStep::rms_norm(DevArray x, DevArray w, DevArray y, int64_t rows, int6
   check(y, rows * n, "an RMSNorm output");
   if (!w.empty()) check(w, n, "an RMSNorm gain");
   if (rows == 0) return;
-  begin_op(false);
+  begin_op(false, {"rms_norm"});
   const RmsNormPush p{u32(rows), u32(n), x.offset, w.empty() ? kNone : w.offset, y.offset, eps};
   bind("rms_norm", *arena_set_, &p, sizeof(p));
   // One workgroup per row.
@@ -251,7 +257,7 @@ void VulkanStep::rope(DevArray x, DevArray table, int64_t n_tok, int64_t n_heads
   assert(n_rot % 2 == 0 && n_rot <= head_dim);
   check(x, n_tok * n_heads * head_dim, "a RoPE input");
   check(table, n_tok * n_rot, "a RoPE table");
-  begin_op(false);
+  begin_op(false, {"rope"});
   const RopePush p{u32(n_tok), u32(n_heads), u32(head_dim), u32(n_rot / 2), neox ? 1u : 0u, x.offset, table.offset};
   bind("rope", *arena_set_, &p, sizeof(p));
   launch(static_cast<uint64_t>(n_tok * n_heads * (n_rot / 2)));
@@ -263,7 +269,7 @@ void VulkanStep::kv_store(int kv, DevArray k, DevArray v, int64_t pos0, int64_t 
   check(v, n_tok * c.n_kv, "a KV store's values");
   if (pos0 < 0 || pos0 + n_tok > c.n_ctx)
     fail("GPU step: positions {}..{} outside a KV cache of {}", pos0, pos0 + n_tok - 1, c.n_ctx);
-  begin_op(false);
+  begin_op(false, {"kv_store"});
   const KvStorePush p{u32(n_tok), u32(c.n_kv), u32(pos0), u32(c.n_ctx), k.offset, v.offset};
   bind("kv_store", *c.set, &p, sizeof(p));
   launch(static_cast<uint64_t>(n_tok * c.n_kv));  // two halves a word, K and V
@@ -278,7 +284,7 @@ void VulkanStep::attention(const AttentionOp& op, DevArray q, DevArray out) {
   if (!op.sinks.empty()) check(op.sinks, op.n_head, "an attention's sinks");
   if (op.pos0 < 0 || op.pos0 + op.n_tok > c.n_ctx)
     fail("GPU step: attention positions outside a KV cache of {}", c.n_ctx);
-  begin_op(false);
+  begin_op(false, {"attention"});
   const uint32_t window = u32(std::clamp<int64_t>(op.window, 0, c.n_ctx));  // a window past the cache: unlimited
   const AttentionPush p{u32(op.n_head), u32(op.n_head_kv), u32(op.head_dim), u32(op.pos0), u32(c.n_ctx), window,
                         q.offset, out.offset, op.sinks.empty() ? kNone : op.sinks.offset, op.scale};
@@ -291,7 +297,7 @@ void VulkanStep::glu(GluKind kind, float alpha, float limit, DevArray gate, DevA
   check(gate, n, "a GLU's gate");
   check(up, n, "a GLU's up");
   check(h, n, "a GLU's output");
-  begin_op(false);
+  begin_op(false, {"glu"});
   const GluPush p{u32(n), static_cast<uint32_t>(kind), gate.offset, up.offset, h.offset, alpha, limit};
   bind("glu", *arena_set_, &p, sizeof(p));
   launch(static_cast<uint64_t>(n));
@@ -300,7 +306,7 @@ void VulkanStep::glu(GluKind kind, float alpha, float limit, DevArray gate, DevA
 void VulkanStep::add(DevArray y, DevArray a, int64_t rows, int64_t n, bool broadcast) {
   check(y, rows * n, "an addition's output");
   check(a, broadcast ? n : rows * n, "an addition's input");
-  begin_op(false);
+  begin_op(false, {"add"});
   const AddPush p{u32(rows), u32(n), y.offset, a.offset, broadcast ? 1u : 0u};
   bind("add", *arena_set_, &p, sizeof(p));
   launch(static_cast<uint64_t>(rows * n));
@@ -314,7 +320,7 @@ DevArray VulkanStep::round_for(quant::GgmlType t, DevArray x, DevArray dst, int6
   if (cols % block != 0) fail("GPU step: rows of {} activations do not divide into blocks of {}", cols, block);
   check(x, rows * cols, "a rounding's input");
   check(dst, rows * cols, "a rounding's output");
-  begin_op(false);
+  begin_op(false, {"round"});
   const RoundPush p{u32(rows * cols), mode, x.offset, dst.offset};
   bind("round", *arena_set_, &p, sizeof(p));
   launch(static_cast<uint64_t>(rows * cols / block));
@@ -326,14 +332,14 @@ void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int
   check(x, n_tok * w.cols, "a product's input");
   check(y, n_tok * w.rows, "a product's output");
   if (n_tok == 0) return;
-  begin_op(true);
+  begin_op(true, {"product", static_cast<int>(w.type)});
   const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(w.data - pl->host) / pl->row_bytes);
   const vk::Pipeline pipeline = *be_.pipelines_.product(w.type);
   bool first = true;
   for (const VulkanBackend::Chunk& c : pl->chunks) {
     const int64_t lo = std::max(row0, c.row0), hi = std::min(row0 + w.rows, c.row0 + c.rows);
     if (lo >= hi) continue;
-    if (!first && be_.instance_.sync_validation()) barrier();  // as between products (begin_op)
+    if (!first && be_.instance_->sync_validation()) barrier();  // as between products (begin_op)
     first = false;
     const ProductPush p{u32(hi - lo),
                         u32(w.cols),
@@ -412,7 +418,7 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
     const uint32_t per_group = Pipelines::rows_per_group(u32(g.w.cols));
     const uint32_t groups = (u32(g.w.rows) + per_group - 1) / per_group;
     if (groups > Pipelines::kMaxGroupsX) fail("GPU step: a grouped product of {} rows is too tall", g.w.rows);
-    begin_op(true);
+    begin_op(true, {"grouped", static_cast<int>(g.w.type)});
     use(*be_.pipelines_.product(g.w.type), *c->step_set);
     ProductPush p{u32(g.w.rows), u32(g.w.cols), u32(static_cast<int64_t>(g.w.row_bytes)), 0, 0, 0, u32(g.w.rows), 0};
     p.table_off = u32(table.offset + 4 * row);
@@ -427,7 +433,7 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
 void VulkanStep::gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst) {
   check(dst, static_cast<int64_t>(rows.size()) * n, "a gather's output");
   if (rows.empty()) return;
-  begin_op(false);
+  begin_op(false, {"gather"});
   regions_.clear();
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0) fail("GPU step: a gather of row {}", rows[i]);
@@ -442,7 +448,7 @@ void VulkanStep::combine(DevArray slots, DevArray table, DevArray out, int64_t n
   check(table, n_tok * k * 2, "a combine's table");
   check(slots, n_tok * k * n, "a combine's slots");  // the table's positions are below n_tok * k (MoeFfn)
   check(out, n_tok * n, "a combine's output");
-  begin_op(false);
+  begin_op(false, {"combine"});
   const CombinePush p{u32(n_tok), u32(k), u32(n), slots.offset, table.offset, out.offset};
   bind("combine", *arena_set_, &p, sizeof(p));
   launch(static_cast<uint64_t>(n_tok * n));
@@ -453,6 +459,7 @@ void VulkanStep::submit() {
   try {
     using A = vk::AccessFlagBits;
     using P = vk::PipelineStageFlagBits;
+    if (profile_) profile_->mark(cmd_, op_);
     cmd_.pipelineBarrier(P::eComputeShader | P::eTransfer, P::eHost, {},
                          vk::MemoryBarrier(A::eShaderWrite | A::eTransferWrite, A::eHostRead), {}, {});
     cmd_.end();
@@ -466,10 +473,12 @@ void VulkanStep::submit() {
     const vk::CommandBuffer cmd = *cmd_;
     vk::SubmitInfo si(wait_sem, wait_stage, cmd, signal_sem);
     si.pNext = &ti;
+    if (profile_) profile_->submitted();
     be_.device_.compute_queue().submit(si);
     ++be_.counters_.submissions;
     be_.counters_.dispatches += dispatches_;
     be_.compute_done_.wait(signal);
+    if (profile_) profile_->finished();
   } catch (const vk::SystemError& e) {
     discard();
     fail("Vulkan: a GPU step submission failed on {} ({})", be_.device().name, e.what());

@@ -12,6 +12,7 @@
 
 #include "gpu/step.h"
 #include "gpu/vulkan/buffer.h"
+#include "gpu/vulkan/step_profile.h"
 #include "gpu/vulkan/vulkan_backend.h"
 
 namespace moetier::gpu::vk_impl {
@@ -20,6 +21,7 @@ class VulkanStep final : public DeviceStep {
  public:
   // The products read the weights `backend` placed before this call.
   explicit VulkanStep(VulkanBackend& backend);
+  ~VulkanStep() override;
 
   DevArray alloc(int64_t n) override;
   DevArray constant(std::span<const float> v) override;
@@ -56,9 +58,9 @@ class VulkanStep final : public DeviceStep {
     uint64_t stage_offset = 0;  // bytes
     uint32_t floats = 0;
   };
-  // Begins the command buffer if needed and orders this op after the ones before it (consecutive products run
+  // Begins the command buffer if needed and orders op `label` after the ones before it (consecutive products run
   // together).
-  void begin_op(bool is_product);
+  void begin_op(bool is_product, StepProfile::Label label);
   // A memory barrier from every compute and transfer write before it to every access after it.
   void barrier();
   // Binds pipeline and set unless they are bound already.
@@ -97,6 +99,8 @@ class VulkanStep final : public DeviceStep {
   };
   std::vector<Entry> entries_;
   std::vector<uint32_t> table_host_;  // 4 words per grouped product
+  std::unique_ptr<StepProfile> profile_;  // MOETIER_GPU_PROFILE only
+  StepProfile::Label op_;                 // the op recorded last
 };
 
 }  // namespace moetier::gpu::vk_impl
