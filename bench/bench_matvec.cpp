@@ -291,8 +291,8 @@ int register_all() {
   if (__builtin_cpu_supports("avx512vnni"))
     benchmark::RegisterBenchmark("Int8MacPeak/vnni512", BM_Int8MacPeakVnni512)->Arg(1)->Arg(2)->UseRealTime();
 #endif
-  // ReadBandwidth/1GiB/<threads>/<streams per thread>; MOETIER_BENCH_THREADS=N adds N threads (bench/speed_bench.sh
-  // measures at its -t).
+  // ReadBandwidth/1GiB/<threads>/<streams per thread> (and MatvecHot); MOETIER_BENCH_THREADS=N adds N threads
+  // (bench/speed_bench.sh measures at its -t).
   std::vector<int64_t> rb_threads = {1, 2};
   if (const char* env = std::getenv("MOETIER_BENCH_THREADS"); env != nullptr) {
     const long n = std::strtol(env, nullptr, 10);
@@ -336,9 +336,10 @@ int register_all() {
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::IQ4_XS,
                      GgmlType::MXFP4}) {
     const std::string hot = "MatvecHot/" + std::string(quant::type_name(t)) + "/768x2048";
-    benchmark::RegisterBenchmark(hot.c_str(), BM_Matvec, t, 768, 2048, false, quant::ActivationRounding::match_ggml,
-                                 true)
-        ->Arg(1)->Arg(2)->UseRealTime();
+    auto* b = benchmark::RegisterBenchmark(hot.c_str(), BM_Matvec, t, 768, 2048, false,
+                                           quant::ActivationRounding::match_ggml, true)
+                  ->UseRealTime();
+    for (int64_t n : rb_threads) b->Arg(n);  // speed_bench.sh sets a run's ceiling from these at its -t
   }
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
     for (int64_t n_tok : {8, 12, 128}) {

@@ -28,8 +28,15 @@
 # read of its own minutes (the mean of the samples just before and after it: other tenants come and go within
 # minutes) and takes the median over the runs; the table gives the same for the 2- and 8-stream reads.
 #
+# The other bound is the kernels' own speed. bench_matvec's MatvecHot gives each weight type's one-token product
+# rate on one cache-resident copy at the same thread count (the rate when memory does not bound it; median of 3
+# repetitions, measured once before the models). A token reads decode_read_per_token.by_type bytes of each type,
+# so it cannot run faster than 1 / sum over types of bytes / rate: the compute ceiling. Types without a MatvecHot
+# figure (F32 norms and biases, F16 tables: a few MiB) are charged at the 1-stream read bandwidth.
+#
 # Prints one markdown table: model, threads, MiB read per token, read GB/s (1 / 2 / 8 streams), bound tok/s,
-# decode tok/s, % of the bound (and of the 2- and 8-stream reads), and prefill tok/s per prompt length.
+# compute ceiling tok/s, decode tok/s, % of the bound (and of the 2- and 8-stream reads), % of the ceiling, which
+# of the two is lower (bound by kernels or memory), and prefill tok/s per prompt length.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bindir=${BIN:-build/release}
@@ -92,6 +99,20 @@ read_bandwidth() {
     --benchmark_min_time=0.2 --benchmark_format=json 2> /dev/null |
     jq -r '.benchmarks[] | select(.run_type == "iteration") | "\(.name | split("/")[3]) \(.weights)"'
 }
+# per weight type "TYPE BYTES_PER_S": MatvecHot's one-token rate at $threads threads, median of 3 repetitions
+hot_rates() {
+  MOETIER_BENCH_THREADS=$threads "$bench" --benchmark_filter="^MatvecHot/[^/]*/768x2048/$threads/real_time\$" \
+    --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_format=json 2> /dev/null |
+    jq -r '.benchmarks[] | select(.aggregate_name == "median") | "\(.name | split("/")[1]) \(.weights)"'
+}
+# the compute ceiling in tok/s of a token reading BY_TYPE ("TYPE BYTES" lines) with the rates of FILE, types without
+# a rate at BW bytes/s ("-" when BW is unknown and such a type is read)
+ceiling_of() {
+  awk -v bw="$3" 'NR == FNR { rate[$1] = $2; next }
+    { if ($1 in rate) t += $2 / rate[$1]; else if (bw != "-" && bw > 0) t += $2 / bw; else bad = 1 }
+    END { if (bad || t <= 0) print "-"; else print 1 / t }' "$2" <(printf '%s\n' "$1")
+}
 # the median bandwidth of STREAMS in the samples file FILE ("-" when there is none)
 bandwidth_of() { awk -v s="$1" '$1 == s {print $2}' "$2" | median; }
 # per decode-measuring run (prompt length PROMPT, runs 1..$runs), its decode bytes/s (BYTES per token) over the
@@ -106,11 +127,14 @@ paired() {
   done
 }
 
+hot=$out/hot_rates; hot_rates > "$hot"
+[ -s "$hot" ] || { echo "speed_bench: bench_matvec gave no MatvecHot rate at $threads threads" >&2; exit 1; }
 rows=()
 for m in "${models[@]}"; do
   name=$(basename "$m" .gguf)
   info=$("$bin" inspect "$m" --json)
   bytes=$(jq -r '.decode_read_per_token.bytes' <<< "$info")
+  by_type=$(jq -r '.decode_read_per_token.by_type | to_entries[] | "\(.key) \(.value)"' <<< "$info")
   vocab=$(jq -r '.tokenizer.n_vocab // empty' <<< "$info")
   if [ -z "$vocab" ] || [ "$vocab" -le 0 ]; then echo "speed_bench: $m has no vocabulary" >&2; exit 1; fi
   cat "$m" > /dev/null  # warm the page cache: resident runs read the mapping
@@ -131,28 +155,33 @@ for m in "${models[@]}"; do
   first=$out/$name.p${lengths[0]}
   f1=$(paired 1 "$samples" "$bytes" "$first" | median); f2=$(paired 2 "$samples" "$bytes" "$first" | median)
   f8=$(paired 8 "$samples" "$bytes" "$first" | median)
+  ceil=$(ceiling_of "$by_type" "$hot" "$bw")
   prefills=""
   for n in "${lengths[@]}"; do prefills+=" | $(rates prefill "$out/$name.p$n".*.csv | median | awk '{v = $1; if (v == "-") print v; else printf "%.1f", v}')"; done
   rows+=("$(awk -v name="$name" -v t="$threads" -v b="$bytes" -v bw="$bw" -v bw2="$bw2" -v bw8="$bw8" -v d="$decode" \
-    -v f1="$f1" -v f2="$f2" -v f8="$f8" -v pf="$prefills" '
+    -v f1="$f1" -v f2="$f2" -v f8="$f8" -v c="$ceil" -v pf="$prefills" '
     function gbs(x) { return x == "-" ? "-" : sprintf("%.2f", x / 1e9) }
     function pct(x) { return x == "-" ? "-" : sprintf("%.0f%%", 100 * x) }
     BEGIN {
       bnd = (bw != "-" && b > 0) ? sprintf("%.2f", bw / b) : "-"
       dec = d != "-" ? sprintf("%.2f", d) : "-"
-      printf "| %s | %d | %.1f | %s / %s / %s | %s | %s | %s (%s / %s)%s |", name, t, b / 1048576, gbs(bw), gbs(bw2),
-             gbs(bw8), bnd, dec, pct(f1), pct(f2), pct(f8), pf }')")
+      cl = c != "-" ? sprintf("%.2f", c) : "-"
+      cp = (c != "-" && d != "-") ? pct(d / c) : "-"
+      lower = (c == "-" || bnd == "-") ? "-" : (c < bw / b ? "kernels" : "memory")
+      printf "| %s | %d | %.1f | %s / %s / %s | %s | %s | %s | %s (%s / %s) | %s | %s%s |", name, t, b / 1048576, gbs(bw),
+             gbs(bw2), gbs(bw8), bnd, cl, dec, pct(f1), pct(f2), pct(f8), cp, lower, pf }')")
 done
 
 echo "experts resident (mapped, page cache warm), -t $threads; decode: median of $runs runs of $tokens tokens after a" \
      "${lengths[0]}-token prompt; prefill: median of $runs runs per prompt length; read bandwidth: bench_matvec" \
      "ReadBandwidth at $threads threads with 1 / 2 / 8 streams per thread, median of $((runs + 1)) samples taken" \
      "between the decode runs; bound: the 1-stream read over the bytes per token; % of bound: the median over the" \
-     "decode runs of each run's bytes/s against the mean read of the samples just before and after it"
+     "decode runs of each run's bytes/s against the mean read of the samples just before and after it; compute" \
+     "ceiling: bench_matvec MatvecHot at $threads threads per weight type over the bytes of each type a token reads"
 echo
-header="| model | threads | MiB read / token | read GB/s (1 / 2 / 8 streams) | bound tok/s | decode tok/s"
-header+=" | % of bound (of 2 / 8 streams)"
-sep="| --- | --- | --- | --- | --- | --- | ---"
+header="| model | threads | MiB read / token | read GB/s (1 / 2 / 8 streams) | bound tok/s | compute ceiling tok/s"
+header+=" | decode tok/s | % of bound (of 2 / 8 streams) | % of ceiling | bound by"
+sep="| --- | --- | --- | --- | --- | --- | --- | --- | --- | ---"
 for n in "${lengths[@]}"; do header+=" | prefill tok/s ($n)"; sep+=" | ---"; done
 echo "$header |"
 echo "$sep |"

@@ -5,7 +5,8 @@
 #   bench/stream_bench.sh [MODEL.gguf | PRESET]
 #     MODEL     default build/bench/qwen3-30b-a3b-Q4_K_M.gguf (written with `moetier synth` if missing, ~17 GB);
 #     PRESET    qwen3-30b-a3b, gemma-4-26b-a4b or qwen3.5-35b-a3b: build/bench/PRESET-Q4_K_M.gguf, written with
-#               `moetier synth --preset PRESET --type Q4_K_M` if missing (~17, ~17, ~21 GB)
+#               `moetier synth --preset PRESET --type Q4_K_M` if missing (~17, ~17, ~21 GB); gpt-oss-120b:
+#               build/bench/gpt-oss-120b-MXFP4.gguf (--type MXFP4, ~63 GB: regime 2, below)
 #   env: RUNS (3) runs per configuration, TOKENS (32) decode tokens, CAP_GIB (8) memory cap, THREADS (2),
 #        PROMPT ("Once upon a time"), FIO_SECONDS (30; 0 skips fio), CONFIGS (all: "stream2000 stream4000
 #        stream4000warm streamauto mmapcapped resident"; a subset runs only those, and the table lists only those),
@@ -14,7 +15,11 @@
 #        streamed result as a % of the I/O bound those samples set (median MiB/s / MiB read per token),
 #        ROUTE (unset: the model's router; a route_trace v1 file: every decode run replays its routing,
 #        --route-replay); prefill512 and prefill512mmap run a prompt of 512 token ids (bench tokens, not a trace's
-#        routing) and one generated token, streamed (cache 4000 MiB) and through mmap, both capped
+#        routing) and one generated token, streamed (cache 4000 MiB) and through mmap, both capped;
+#        densemmap, densewarm and denseanon (not in the default set) stream the experts with each --dense-weights
+#        policy: regime 2, a model about five times the cap (gpt-oss-120b under CAP_GIB=12), where the dense
+#        weights compete with the expert cache for memory; their table gives the load time, the first 5 decode
+#        tokens' mean wall time, decode tok/s and major page faults per decode token
 #
 # Every run starts cold (MOETIER_HEAT=off: no heat profile kept or read) except stream4000warm's: one unmeasured
 # run of stream4000 writes a heat profile, and each measured run warm-starts its cache from that same profile
@@ -33,6 +38,7 @@ model=${1:-build/bench/qwen3-30b-a3b-Q4_K_M.gguf}
 # other missing path gets qwen3-30b-a3b.
 case $model in
   qwen3-30b-a3b | gemma-4-26b-a4b | qwen3.5-35b-a3b) preset=$model; model=build/bench/$preset-Q4_K_M.gguf ;;
+  gpt-oss-120b | */gpt-oss-120b-MXFP4.gguf) preset=gpt-oss-120b; model=build/bench/gpt-oss-120b-MXFP4.gguf ;;
   */gemma-4-26b-a4b-Q4_K_M.gguf) preset=gemma-4-26b-a4b ;;
   */qwen3.5-35b-a3b-Q4_K_M.gguf) preset=qwen3.5-35b-a3b ;;
   *) preset=qwen3-30b-a3b ;;
@@ -41,7 +47,8 @@ runs=${RUNS:-3}; tokens=${TOKENS:-32}; cap_gib=${CAP_GIB:-8}; threads=${THREADS:
 out=build/bench/stream; mkdir -p "$out"
 if [ ! -f "$model" ]; then
   mkdir -p "$(dirname "$model")"
-  "$bin" synth --preset "$preset" --type Q4_K_M -o "$model"
+  type=Q4_K_M; [ "$preset" = gpt-oss-120b ] && type=MXFP4
+  "$bin" synth --preset "$preset" --type "$type" -o "$model"
 fi
 
 # The cgroup: v1 (memory.limit_in_bytes) or v2 (memory.max); removed on exit.
@@ -142,11 +149,12 @@ row() {
 }
 
 all="stream2000 stream4000 stream4000warm streamauto mmapcapped resident prefill512 prefill512mmap"
+regime2="densemmap densewarm denseanon"
 configs=${CONFIGS:-$all}
 for c in $configs; do
-  case " $all " in
+  case " $all $regime2 " in
     *" $c "*) ;;
-    *) echo "stream_bench: unknown configuration '$c' in CONFIGS ($all)" >&2
+    *) echo "stream_bench: unknown configuration '$c' in CONFIGS ($all $regime2)" >&2
        exit 1 ;;
   esac
 done
@@ -162,6 +170,9 @@ if selected stream4000warm; then
 fi
 selected streamauto && run_config streamauto 1 --experts stream --cache-mb auto
 selected mmapcapped && run_config mmapcapped 1 --experts resident
+for policy in mmap warm anon; do
+  selected dense$policy && run_config dense$policy 1 --experts stream --cache-mb auto --dense-weights $policy
+done
 selected resident && run_config resident 0 --experts resident
 if selected prefill512 || selected prefill512mmap; then
   # 512 token ids spread over the vocabulary's first 100000 (every model here has more), one forward chunk (-b 512).
@@ -179,8 +190,12 @@ echo "model: $model, $tokens decode tokens, -t $threads, median of $runs runs (p
   "(the I/O bound below: their median over the MiB read per decode token)"
 echo
 drive_bw=$(sort -g "$bw_file" | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}')
-echo "| configuration | decode tok/s | MiB read / token (whole run) | hit % | peak RSS MiB | first 16: tok/s / hit % | first 32: tok/s / hit % | I/O bound tok/s: drive MiB/s / decode MiB per token (% reached) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+decode_configs=0
+for c in stream2000 stream4000 stream4000warm streamauto mmapcapped resident; do selected $c && decode_configs=1; done
+if [ $decode_configs = 1 ]; then
+  echo "| configuration | decode tok/s | MiB read / token (whole run) | hit % | peak RSS MiB | first 16: tok/s / hit % | first 32: tok/s / hit % | I/O bound tok/s: drive MiB/s / decode MiB per token (% reached) |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+fi
 selected stream2000 && row stream2000 "stream, cache 2000 MiB, capped"
 selected stream4000 && row stream4000 "stream, cache 4000 MiB, capped"
 selected stream4000warm && row stream4000warm "stream, cache 4000 MiB, capped, warm start (profile of the same run)"
@@ -199,6 +214,33 @@ if selected prefill512 || selected prefill512mmap; then
   echo "| --- | --- | --- |"
   selected prefill512 && prefill_row prefill512 "stream, cache 4000 MiB"
   selected prefill512mmap && prefill_row prefill512mmap "resident (mmap)"
+fi
+
+# regime_row NAME: the dense-weights policy's load, first 5 decode tokens, decode rate and major faults, medians
+regime_row() {
+  local name=$1 load first5 flt dtok dms rss
+  load=$(for r in $(seq 1 "$runs"); do sed -n 's/.*, loaded in \([0-9.]*\) s$/\1/p' "$out/$name.$r.log" | tail -1; done |
+    sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}')
+  first5=$(for r in $(seq 1 "$runs"); do
+      awk -F, '/^#/ { next } $1 == "step" { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+        $c["phase"] == "decode" && k < 5 { ++k; ms += $c["wall_ms"] } END { if (k) printf "%.0f\n", ms / k }' "$out/$name.$r.csv"
+    done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}')
+  flt=$(for r in $(seq 1 "$runs"); do
+      awk -F, '/^#/ { next } $1 == "step" { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+        $c["phase"] == "decode" { ++k; f += $c["majflt"] } END { if (k) printf "%.1f\n", f / k }' "$out/$name.$r.csv"
+    done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}')
+  dtok=$(median "$name" decode_tokens); dms=$(median "$name" decode_ms); rss=$(median "$name" peak_rss_mib)
+  awk -v l="$2" -v load="$load" -v f5="$first5" -v t="$dtok" -v ms="$dms" -v flt="$flt" -v rss="$rss" \
+      -v mib="$(decode_mib "$name")" 'BEGIN {
+    printf "| %s | %s | %s | %.2f | %s | %.0f | %s |\n", l, load, f5, (ms > 0) ? t * 1000 / ms : 0, flt, mib, rss }'
+}
+if selected densemmap || selected densewarm || selected denseanon; then
+  echo
+  echo "| dense weights (experts streamed, cache auto, capped) | load s | first 5 decode tokens: mean ms | decode tok/s | major faults / decode token | MiB read / decode token | peak RSS MiB |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  selected densemmap && regime_row densemmap "mmap (page cache)"
+  selected densewarm && regime_row densewarm "warm (one sequential read at load)"
+  selected denseanon && regime_row denseanon "anon (direct I/O into anonymous memory)"
 fi
 
 [ "${FIO_SECONDS:-30}" = 0 ] && exit 0

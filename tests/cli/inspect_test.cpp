@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include "cli/run_cli.h"
 #include "gguf/gguf.h"
 #include "gguf/raw_gguf.h"
+#include "quant/ggml_type.h"
 
 namespace moetier {
 namespace {
@@ -64,12 +67,19 @@ TEST(Inspect, SummarisesEverySharedModel) {
       const uint64_t k = a.empty() ? 0 : model.metadata().get_uint_or(a + ".expert_used_count", 0);
       uint64_t embd = 0, expert_read = 0;
       bool has_output = false;
+      std::map<std::string, uint64_t> expert_by_type, dense_by_type;
       for (const auto& t : model.tensors()) {
         if (t.name == "token_embd.weight") embd = t.n_bytes;
         if (t.name == "output.weight") has_output = true;
-        if (is_expert_tensor(t.name))
+        const std::string type(quant::type_name(t.type));
+        if (is_expert_tensor(t.name)) {
           expert_read += k * (t.n_bytes / static_cast<uint64_t>(t.ne[t.n_dims - 1]));
+          expert_by_type[type] += k * (t.n_bytes / static_cast<uint64_t>(t.ne[t.n_dims - 1]));
+        } else {
+          dense_by_type[type] += t.n_bytes;
+        }
       }
+      if (has_output && embd > 0) dense_by_type[std::string(quant::type_name(model.find("token_embd.weight")->type))] -= embd;
       const uint64_t dense_read = all - experts - (has_output ? embd : 0);
       const auto& rd = j["decode_read_per_token"];
       EXPECT_EQ(rd["n_expert_used"].get<uint64_t>(), k);
@@ -78,6 +88,13 @@ TEST(Inspect, SummarisesEverySharedModel) {
       EXPECT_EQ(rd["bytes"].get<uint64_t>(), dense_read + expert_read);
       EXPECT_EQ(rd["token_embd_bytes"].get<uint64_t>(), embd);
       EXPECT_EQ(rd["token_embd_is_output"].get<bool>(), !has_output && embd > 0);
+      // The same bytes by weight type: every type read, each with its dense and expert bytes.
+      uint64_t by_type_sum = 0;
+      for (const auto& [type, b] : rd["by_type"].items()) {
+        by_type_sum += b.get<uint64_t>();
+        EXPECT_EQ(b.get<uint64_t>(), dense_by_type[type] + expert_by_type[type]) << type;
+      }
+      EXPECT_EQ(by_type_sum, dense_read + expert_read);
     }
     const auto& md = model.metadata();
     if (md.has("tokenizer.ggml.tokens"))
