@@ -80,6 +80,7 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
   s.steps = static_cast<int64_t>(rows.size());
   std::tie(s.steady_skip, s.steady_rule) = steady_skip(rows, flag_skip);
   int64_t decode_i = 0;
+  uint64_t window_hits = 0, window_misses = 0, steady_hits = 0, steady_misses = 0;
   bool cpu_ok = true, flt_ok = true, swaps_ok = !rows.empty();
   double cpu = 0;
   int64_t flt = 0, swaps = 0, swap_bytes = 0;
@@ -94,8 +95,16 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
       if (s.steady_skip >= 0 && decode_i >= s.steady_skip) {
         s.steady_tokens += r.steps;
         s.steady_ms += r.wall_ms;
+        steady_hits += r.hits;
+        steady_misses += r.misses;
       }
+      window_hits += r.hits;
+      window_misses += r.misses;
       ++decode_i;
+      for (size_t w = 0; w < RunSummary::kFirstWindows.size(); ++w) {
+        if (decode_i == RunSummary::kFirstWindows[w] && r.hit_pct >= 0 && window_hits + window_misses > 0)
+          s.first_hit_pct[w] = 100.0 * static_cast<double>(window_hits) / static_cast<double>(window_hits + window_misses);
+      }
     }
     s.hits += r.hits;
     s.misses += r.misses;
@@ -112,6 +121,8 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
     if (r.swaps < 0 || r.swap_bytes < 0) swaps_ok = false; else swaps += r.swaps, swap_bytes += r.swap_bytes;
   }
   s.hit_pct = rows.empty() ? -1.0 : rows.back().hit_pct;
+  if (s.hit_pct >= 0 && steady_hits + steady_misses > 0)
+    s.steady_hit_pct = 100.0 * static_cast<double>(steady_hits) / static_cast<double>(steady_hits + steady_misses);
   s.cpu_ms = cpu_ok ? cpu : -1.0;
   s.majflt = flt_ok ? flt : -1;
   s.peak_rss_mib = peak_rss;
@@ -131,11 +142,12 @@ std::string summary_fields(const RunSummary& s) {
       "steps={} prefill_tokens={} prefill_ms={:.3f} decode_tokens={} decode_ms={:.3f} steady_skip={} "
       "steady_rule={} steady_tokens={} steady_ms={:.3f} hits={} misses={} hit_pct={:.4f} evictions={} "
       "read_bytes={} reread_bytes={} io_ms={:.3f} stall_ms={:.3f} mgmt_ms={:.3f} compute_ms={:.3f} wall_ms={:.3f} "
-      "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f} swaps={} swap_bytes={} interrupted={} bound={}",
+      "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f} swaps={} swap_bytes={} interrupted={} bound={} "
+      "first8_hit_pct={:.4f} first16_hit_pct={:.4f} first32_hit_pct={:.4f} steady_hit_pct={:.4f}",
       s.steps, s.prefill_tokens, s.prefill_ms, s.decode_tokens, s.decode_ms, s.steady_skip, s.steady_rule,
       s.steady_tokens, s.steady_ms, s.hits, s.misses, s.hit_pct, s.evictions, s.read_bytes, s.reread_bytes, s.io_ms,
       s.stall_ms, s.mgmt_ms, s.compute_ms, s.wall_ms, s.cpu_ms, s.majflt, s.peak_rss_mib, s.swaps, s.swap_bytes,
-      s.interrupted, step_bound(s));
+      s.interrupted, step_bound(s), s.first_hit_pct[0], s.first_hit_pct[1], s.first_hit_pct[2], s.steady_hit_pct);
 }
 
 std::string format_summary(const RunSummary& s, int lanes) {
@@ -165,6 +177,17 @@ std::string format_summary(const RunSummary& s, int lanes) {
                                                lanes)
                                  : std::string(),
                      s.evictions, static_cast<double>(s.reread_bytes) / kMiB);
+    // The warm-up as the cache saw it (what a warm start changes): the decode hit rate of each window the run
+    // reached, then of the steady window.
+    std::string windows;
+    for (size_t w = 0; w < s.first_hit_pct.size(); ++w) {
+      if (s.first_hit_pct[w] >= 0)
+        windows += fmt::format("{}first {}: {:.1f}%", windows.empty() ? "" : ", ", RunSummary::kFirstWindows[w],
+                               s.first_hit_pct[w]);
+    }
+    if (s.steady_hit_pct >= 0)
+      windows += fmt::format("{}steady: {:.1f}%", windows.empty() ? "" : ", ", s.steady_hit_pct);
+    if (!windows.empty()) o += fmt::format("decode hit rate: {}\n", windows);
     if (s.swaps >= 0)
       o += fmt::format("adaptive tier: {} background swap-ins landed, {:.1f} MiB read by them (part of the MiB read)\n",
                        s.swaps, static_cast<double>(s.swap_bytes) / kMiB);

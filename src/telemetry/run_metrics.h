@@ -20,6 +20,7 @@
 // Not thread-safe: the generator's thread calls everything.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -77,6 +78,11 @@ struct RunSummary {
   double steady_ms = 0;
   uint64_t hits = 0, misses = 0, evictions = 0, read_bytes = 0, reread_bytes = 0;
   double hit_pct = -1;  // final running hit rate, or -1 without a cache
+  // The warm-up's decode hit rates (%): over the first 8, 16 and 32 decode tokens, and over the steady window; -1
+  // without a cache, without that many decode tokens or without a steady window. A warm start shows here.
+  std::array<double, 3> first_hit_pct = {-1, -1, -1};
+  static constexpr std::array<int64_t, 3> kFirstWindows = {8, 16, 32};
+  double steady_hit_pct = -1;
   double decode_read_bytes = 0;
   double io_ms = 0, stall_ms = 0, mgmt_ms = 0, compute_ms = 0, wall_ms = 0;
   double cpu_ms = -1;

@@ -268,6 +268,41 @@ TEST(MetricsCsv, SummaryNamesTheBound) {
   EXPECT_NE(telemetry::format_summary(s, 4).find("; bound: management\n"), std::string::npos);
 }
 
+// The warm-up's decode hit rates: over the first 8, 16 and 32 decode tokens (prefill left out), and over the
+// steady window; a window the run did not reach, or a run without a cache, gives none.
+TEST(MetricsCsv, SummaryGivesTheWarmUpHitRates) {
+  std::vector<telemetry::StepRow> rows(1);
+  rows[0].prefill = true;
+  rows[0].hits = 1000;  // the prompt's: in no decode window
+  rows[0].hit_pct = 0;
+  for (int i = 0; i < 20; ++i) {
+    telemetry::StepRow r;
+    r.steps = 1;
+    r.wall_ms = 1;
+    r.hit_pct = 50;
+    r.hits = i < 8 ? 1 : 3;  // tokens 0-7: 1 hit of 4; tokens 8-19: 3 of 4
+    r.misses = 4 - r.hits;
+    rows.push_back(r);
+  }
+  const auto s = telemetry::summarize(rows, 10, -1);  // the steady window: decode tokens 10-19
+  EXPECT_DOUBLE_EQ(s.first_hit_pct[0], 25.0);
+  EXPECT_DOUBLE_EQ(s.first_hit_pct[1], 100.0 * (8 * 1 + 8 * 3) / 64);
+  EXPECT_EQ(s.first_hit_pct[2], -1.0);  // 20 decode tokens: no first 32
+  EXPECT_DOUBLE_EQ(s.steady_hit_pct, 75.0);
+  const std::string text = telemetry::format_summary(s, 4);
+  EXPECT_NE(text.find("decode hit rate: first 8: 25.0%, first 16: 50.0%, steady: 75.0%\n"), std::string::npos) << text;
+  const std::string fields = telemetry::summary_fields(s);
+  EXPECT_NE(fields.find(" first8_hit_pct=25.0000 first16_hit_pct=50.0000 first32_hit_pct=-1.0000 "
+                        "steady_hit_pct=75.0000"),
+            std::string::npos)
+      << fields;
+  for (auto& r : rows) r.hit_pct = -1;  // no cache
+  const auto none = telemetry::summarize(rows, 10, -1);
+  EXPECT_EQ(none.first_hit_pct[0], -1.0);
+  EXPECT_EQ(none.steady_hit_pct, -1.0);
+  EXPECT_EQ(telemetry::format_summary(none, 4).find("decode hit rate"), std::string::npos);
+}
+
 TEST(MetricsCsv, SteadySkipFlagIsUsed) {
   const auto csv = tmp("skip.csv");
   const auto r = run("--experts resident --steady-skip 4 --csv '" + csv + "'");
