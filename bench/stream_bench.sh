@@ -219,13 +219,15 @@ fi
 # regime_row NAME: the dense-weights policy's load, first 5 decode tokens, decode rate and major faults, medians
 regime_row() {
   local name=$1 load first5 flt dtok dms rss
-  load=$(for r in $(seq 1 "$runs"); do sed -n 's/.*, loaded in \([0-9.]*\) s$/\1/p' "$out/$name.$r.log" | tail -1; done |
+  local ok=()  # the runs that left a metrics CSV (a failed run left none)
+  for r in $(seq 1 "$runs"); do [ -f "$out/$name.$r.csv" ] && ok+=("$r"); done
+  load=$(for r in "${ok[@]}"; do sed -n 's/.*, loaded in \([0-9.]*\) s$/\1/p' "$out/$name.$r.log" | tail -1; done |
     sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}')
-  first5=$(for r in $(seq 1 "$runs"); do
+  first5=$(for r in "${ok[@]}"; do
       awk -F, '/^#/ { next } $1 == "step" { for (i = 1; i <= NF; ++i) c[$i] = i; next }
         $c["phase"] == "decode" && k < 5 { ++k; ms += $c["wall_ms"] } END { if (k) printf "%.0f\n", ms / k }' "$out/$name.$r.csv"
     done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}')
-  flt=$(for r in $(seq 1 "$runs"); do
+  flt=$(for r in "${ok[@]}"; do
       awk -F, '/^#/ { next } $1 == "step" { for (i = 1; i <= NF; ++i) c[$i] = i; next }
         $c["phase"] == "decode" { ++k; f += $c["majflt"] } END { if (k) printf "%.1f\n", f / k }' "$out/$name.$r.csv"
     done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}')
