@@ -61,24 +61,30 @@ for m in $incoming; do copy_model "incoming/${m%%/*}" "${m#*/}"; done
 # libglvnd: NVIDIA's Vulkan driver (libGLX_nvidia.so.0) loads its dispatch library, which GPU container images
 # often lack; the packages are unpacked into the bundle there, never into the machine's system folders.
 mkdir -p "$stage/deb"
-(cd "$stage/deb" && apt-get download -q libglvnd0 libglx0 libgl1 libegl1 libgles2 libopengl0 >/dev/null)
+(cd "$stage/deb" && apt-get download -q libglvnd0 libglx0 libgl1 libegl1 libgles2 libopengl0 >/dev/null) ||
+  { echo "gpu-bundle: apt-get download of libglvnd's packages failed (it needs Debian's package registry)" >&2; exit 1; }
+# The checkout the binaries were built in: the test binary finds ../shared and its scratch space from it.
+built_at=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+[ -n "$built_at" ] || { echo "gpu-bundle: no CMAKE_HOME_DIRECTORY in $build/CMakeCache.txt" >&2; exit 1; }
+rel_build=$(realpath --relative-to="$built_at" "$build")  # the binaries' place there, as here (the CLI tests' path)
 
 mkdir -p "$dest"
 tar -C "$stage" -czf "$dest/bundle.tar.gz" .
-cat > "$dest/run.sh" <<'EOF'
-#!/usr/bin/env bash
+{ echo '#!/usr/bin/env bash'; echo "default_built_at='$built_at'"; echo "build='$rel_build'"; } > "$dest/run.sh"
+cat >> "$dest/run.sh" <<'EOF'
 # Unpacks bundle.tar.gz (scripts/gpu-bundle.sh) and runs scripts/gpu-check.sh on the prebuilt binaries.
 # Run from the repository root. env: as gpu-check.sh (SPLITS, TOKENS, PREFILL, DEVICE, SKIP_TESTS), and
-# BUILT_AT: the repository path the binaries were built in (their tests find ../shared and scratch space from it).
+# BUILT_AT: the repository path the binaries were built in (their tests find ../shared and scratch space from it;
+# default: the build's own, written above by gpu-bundle.sh).
 set -uo pipefail
 root=$PWD
 bundle=$root/build/gpu-bundle
 u=$bundle/unpacked
 rm -rf "$u"; mkdir -p "$u"; tar -C "$u" -xzf "$bundle/bundle.tar.gz" || exit 1
-built_at=${BUILT_AT:-/work/main}
-mkdir -p build/release/tests
-cp "$u/build/moetier" build/release/; cp "$u/build/tests/test_gpu" build/release/tests/
-# The test binary reads $built_at/../shared and writes under $built_at/build/release.
+built_at=${BUILT_AT:-$default_built_at}
+mkdir -p "$build/tests"
+cp "$u/build/moetier" "$build/"; cp "$u/build/tests/test_gpu" "$build/tests/"
+# The test binary reads $built_at/../shared and runs and writes under $built_at/$build.
 if [ "$(readlink -f "$built_at")" != "$root" ]; then
   [ -e "$built_at" ] && { echo "run.sh: $built_at exists and is not this checkout" >&2; exit 1; }
   mkdir -p "$(dirname "$built_at")"; ln -s "$root" "$built_at"
@@ -95,17 +101,17 @@ if ! ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1;
 fi
 echo "== machine: $(uname -r), $(ldd --version 2>&1 | head -1), $(nproc) CPUs, VK_DRIVER_FILES=${VK_DRIVER_FILES:-default}"
 # glibc older than the build machine's: run the programs through the bundled loader and C library.
-if ! build/release/moetier --version >/dev/null 2>&1; then
-  build/release/moetier --version 2>&1 | head -3
+if ! "$build/moetier" --version >/dev/null 2>&1; then
+  "$build/moetier" --version 2>&1 | head -3
   echo "== running through the bundled glibc"
-  for exe in build/release/moetier build/release/tests/test_gpu "$u/bin/jq" "$u/bin/vulkaninfo"; do
+  for exe in "$build/moetier" "$build/tests/test_gpu" "$u/bin/jq" "$u/bin/vulkaninfo"; do
     mv "$exe" "$exe.real"
     printf '#!/bin/sh\nexec %s --library-path %s %s "$@"\n' "$u/rt/ld-linux-x86-64.so.2" "$u/rt:$u/lib:$u/glvnd/usr/lib/x86_64-linux-gnu" \
       "$(readlink -f "$exe.real")" > "$exe"
     chmod +x "$exe"
   done
 fi
-PREBUILT=1 BUILD=build/release bash scripts/gpu-check.sh 2>&1 | tee ${OUT:+"$OUT/gpu-check.log"}
+PREBUILT=1 BUILD=$build bash scripts/gpu-check.sh 2>&1 | tee ${OUT:+"$OUT/gpu-check.log"}
 EOF
 chmod +x "$dest/run.sh"
 du -sh "$dest/bundle.tar.gz"
