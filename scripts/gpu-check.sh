@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check for a machine with a GPU (issue 22; the `device` tool runs it on a lent machine), under 8 minutes:
 #   1. builds Release with the Vulkan backend (MOETIER_VULKAN=ON) into $BUILD (build/gpu-check),
-#   2. prints `vulkaninfo --summary` and `moetier devices --bandwidth` (the read bandwidth of a read kernel),
+#   2. prints `vulkaninfo --summary` and `moetier devices --bandwidth` (the read bandwidth of a read kernel, and the
+#      round trip of an empty submission: what each of the step's host waits costs),
 #   3. runs the GPU tests (tests/test_gpu: every product kernel, the oracle models at -ngl 99 and --n-cpu-moe 2,
 #      the CLI), under the Khronos validation layer where it is installed,
 #   4. writes a synthetic Qwen3-30B-A3B Q4_K_M (`moetier synth`, ~17 GB, kept under build/bench/) and measures
@@ -40,9 +41,10 @@ echo "== vulkaninfo --summary"
 if command -v vulkaninfo >/dev/null; then vulkaninfo --summary 2>&1 || true; else echo "(vulkaninfo not installed: apt install vulkan-tools)"; fi
 echo "== moetier devices --bandwidth"
 devices_json=$("$bin" devices --bandwidth --json)
-jq -r '.[] | "device \(.index): \(.name) (\(.type), Vulkan \(.api_version)), \(.memory_bytes / 1048576 | floor) MiB, subgroup \(.subgroup_size), integer dot \(.int_dot), fp16 \(.fp16), transfer queue \(.transfer_queue), read \(if .read_gbs then (.read_gbs * 10 | round / 10) else "n/a" end) GB/s"' <<< "$devices_json"
+jq -r '.[] | "device \(.index): \(.name) (\(.type), Vulkan \(.api_version)), \(.memory_bytes / 1048576 | floor) MiB, subgroup \(.subgroup_size), integer dot \(.int_dot), fp16 \(.fp16), transfer queue \(.transfer_queue), read \(if .read_gbs then (.read_gbs * 10 | round / 10) else "n/a" end) GB/s, empty submission round trip \(if .submit_us then (.submit_us * 10 | round / 10) else "n/a" end) us"' <<< "$devices_json"
 bw=$(jq -r ".[$device].read_gbs // empty | . * 10 | round / 10" <<< "$devices_json")
 mem=$(jq -r ".[$device].memory_bytes // empty" <<< "$devices_json")
+submit_us=$(jq -r ".[$device].submit_us // 0" <<< "$devices_json")
 [ -n "$bw" ] && [ -n "$mem" ] || { echo "gpu-check: device $device is missing or unusable (see the list above)" >&2; exit 1; }
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
@@ -81,23 +83,26 @@ measure() {
   local dec pre
   dec=$(awk -v t="$(field decode_tokens)" -v ms="$(field decode_ms)" 'BEGIN { printf "%.2f", t / (ms / 1000) }')
   pre=$(awk -v t="$(field prefill_tokens)" -v ms="$(field prefill_ms)" 'BEGIN { printf "%.1f", t / (ms / 1000) }')
-  local disp; disp=$(sed -n 's/^gpu: .*(\([0-9.]*\) and \([0-9.]*\) per step.*/\2/p' "$log")
-  echo "$dec | $pre | ${disp:-0}"
+  local disp subs; disp=$(sed -n 's/^gpu: .*(\([0-9.]*\) and \([0-9.]*\) per step.*/\2/p' "$log")
+  subs=$(sed -n 's/^gpu: .*(\([0-9.]*\) and \([0-9.]*\) per step.*/\1/p' "$log")
+  # The host's waits alone: submissions per step times an empty submission's round trip.
+  local waits; waits=$(awk -v s="${subs:-0}" -v us="$submit_us" 'BEGIN { printf "%.1f", s * us / 1000 }')
+  echo "$dec | $pre | ${disp:-0} | ${subs:-0} (${waits} ms)"
 }
 
 bound=$(awk -v bw="$bw" -v b="$read_bytes" 'BEGIN { printf "%.1f", bw * 1e9 / b }')
 echo "read bandwidth $bw GB/s, $((read_bytes / 1048576)) MiB read per decode token: decode bound $bound tok/s"
 echo
-echo "| placement | decode tok/s | prefill tok/s ($prefill tokens) | dispatches per step | decode % of bound |"
-echo "| --- | --- | --- | --- | --- |"
+echo "| placement | decode tok/s | prefill tok/s ($prefill tokens) | dispatches per step | submissions per step (x round trip) | decode % of bound |"
+echo "| --- | --- | --- | --- | --- | --- |"
 row() {
   local name=$1; shift
-  local r; r=$(measure "$@") || { echo "| $name | failed (see $out/run.log) | | | |"; return; }
+  local r; r=$(measure "$@") || { echo "| $name | failed (see $out/run.log) | | | | |"; return; }
   local dec=${r%% *}
   echo "| $name | $r | $(awk -v d="$dec" -v b="$bound" 'BEGIN { printf "%.0f%%", 100 * d / b }') |"
 }
 row "CPU only" -ngl 0
-if [ "$model_bytes" -lt "$mem" ]; then row "-ngl 99" -ngl 99; else echo "| -ngl 99 | does not fit ($((model_bytes >> 20)) MiB > $((mem >> 20)) MiB) | | | |"; fi
+if [ "$model_bytes" -lt "$mem" ]; then row "-ngl 99" -ngl 99; else echo "| -ngl 99 | does not fit ($((model_bytes >> 20)) MiB > $((mem >> 20)) MiB) | | | | |"; fi
 for n in $splits; do
   [ "$n" -le "$n_layer" ] || continue
   row "-ngl 99 --n-cpu-moe $n" -ngl 99 --n-cpu-moe "$n"

@@ -35,15 +35,25 @@ nlohmann::json to_json(const gpu::DeviceInfo& d) {
           {"usable", d.usable}};
 }
 
-// The measured read bandwidth of device d in GB/s over a buffer of min(1 GiB, a quarter of its memory, its storage
-// buffer range).
-double measure(const gpu::DeviceInfo& d, uint64_t* bytes) {
+struct Measured {
+  double read_gbs = 0;    // read bandwidth, GB/s
+  uint64_t bytes = 0;     // over a buffer of this many bytes
+  double submit_us = 0;   // an empty submission's round trip, median, microseconds
+};
+constexpr int kLatencyTrips = 200;
+
+// Device d's read bandwidth over a buffer of min(1 GiB, a quarter of its memory, its storage buffer range), and
+// the round trip of an empty submission (median of kLatencyTrips).
+Measured measure(const gpu::DeviceInfo& d) {
   gpu::GpuOptions o;
   o.device = d.index;
   o.max_cols = o.max_rows = o.max_tok = 1;
   const auto backend = gpu::make_backend(o);
-  *bytes = std::min({uint64_t{1} << 30, d.memory_bytes / 4, d.max_storage_buffer_range});
-  return backend->read_bandwidth(*bytes);
+  Measured m;
+  m.bytes = std::min({uint64_t{1} << 30, d.memory_bytes / 4, d.max_storage_buffer_range});
+  m.read_gbs = backend->read_bandwidth(m.bytes);
+  m.submit_us = backend->submit_latency_us(kLatencyTrips);
+  return m;
 }
 
 }  // namespace
@@ -57,7 +67,8 @@ void register_devices(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_flag("--json", o->json, "print a JSON array instead of text");
   cmd->add_flag("--bandwidth", o->bandwidth,
-                "also measure each usable device's read bandwidth (a read kernel over up to 1 GiB, GB/s)");
+                "also measure each usable device's read bandwidth (a read kernel over up to 1 GiB, GB/s) and the "
+                "round trip of an empty submission (us)");
   cmd->callback([o] {
     const std::vector<gpu::DeviceInfo> devices = gpu::list_devices();
     if (o->json) {
@@ -65,9 +76,10 @@ void register_devices(CLI::App& app) {
       for (const auto& d : devices) {
         nlohmann::json j = to_json(d);
         if (o->bandwidth && d.usable) {
-          uint64_t bytes = 0;
-          j["read_gbs"] = measure(d, &bytes);
-          j["read_test_bytes"] = bytes;
+          const Measured m = measure(d);
+          j["read_gbs"] = m.read_gbs;
+          j["read_test_bytes"] = m.bytes;
+          j["submit_us"] = m.submit_us;
         }
         a.push_back(j);
       }
@@ -88,10 +100,11 @@ void register_devices(CLI::App& app) {
                  d.fp16 ? "yes" : "no", d.transfer_queue ? "yes" : "no",
                  static_cast<double>(d.max_storage_buffer_range) / (1024.0 * 1024.0));
       if (o->bandwidth && d.usable) {
-        uint64_t bytes = 0;
-        const double gbs = measure(d, &bytes);
-        fmt::print("  read bandwidth {:.1f} GB/s (a read kernel over {:.0f} MiB, 10 passes)\n", gbs,
-                   static_cast<double>(bytes) / (1024.0 * 1024.0));
+        const Measured m = measure(d);
+        fmt::print("  read bandwidth {:.1f} GB/s (a read kernel over {:.0f} MiB, 10 passes)\n", m.read_gbs,
+                   static_cast<double>(m.bytes) / (1024.0 * 1024.0));
+        fmt::print("  submission round trip {:.1f} us (an empty submission to the end of its wait, median of {})\n",
+                   m.submit_us, kLatencyTrips);
       }
     }
   });

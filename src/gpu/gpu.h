@@ -78,6 +78,11 @@ class GpuBackend : public compute::Backend {
   // `bytes` (at most the storage buffer range) once per pass, timed over 10 passes in one submission after one
   // untimed pass. For `moetier devices --bandwidth` and scripts/gpu-check.sh's decode bound.
   virtual double read_bandwidth(uint64_t bytes) = 0;
+  // The host's round trip of one submission that does no work, in microseconds: vkQueueSubmit of a command buffer
+  // holding one compute dispatch of one empty workgroup, to the return of the wait on its timeline semaphore;
+  // the median of `n` after one untimed. What every host wait of the GPU step costs beyond the GPU's own time (a
+  // MoE layer's routing on the host costs one per layer and token). For `moetier devices --bandwidth`.
+  virtual double submit_latency_us(int n) = 0;
   // Messages of severity error the validation layer reported so far (0 without validation).
   virtual uint64_t validation_errors() const = 0;
   // The backend's device-resident step (gpu/step.h), made on first call, after the weights are placed; its

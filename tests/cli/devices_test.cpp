@@ -34,8 +34,8 @@ TEST(Devices, ListsTheDevicesOrSaysTheBackendIsAbsent) {
   EXPECT_EQ(a[0]["index"], 0);
   EXPECT_GT(a[0]["memory_bytes"].get<uint64_t>(), 0u);
   EXPECT_GT(a[0]["max_storage_buffer_range"].get<uint64_t>(), 0u);
-  // The read kernel, under the validation layer.
-  const std::string cmd = "MOETIER_VULKAN_VALIDATION=1 " + test::cli_path() + " devices --bandwidth --json";
+  // The read kernel and the latency test, under the validation layer with synchronization validation.
+  const std::string cmd = "MOETIER_VULKAN_VALIDATION=sync " + test::cli_path() + " devices --bandwidth --json";
   const auto log = test::run_shell(cmd + " 2>&1 >/dev/null");
   EXPECT_EQ(log.output.find("vulkan validation"), std::string::npos) << log.output;
   const auto bw = test::run_shell(cmd + " 2>/dev/null");
@@ -43,6 +43,13 @@ TEST(Devices, ListsTheDevicesOrSaysTheBackendIsAbsent) {
   const nlohmann::json b = nlohmann::json::parse(bw.output);
   EXPECT_GT(b[0]["read_gbs"].get<double>(), 0.0) << bw.output;
   EXPECT_GT(b[0]["read_test_bytes"].get<uint64_t>(), 0u) << bw.output;
+  // The round trip of an empty submission: positive and below a second (lavapipe's is tens of microseconds).
+  EXPECT_GT(b[0]["submit_us"].get<double>(), 0.0) << bw.output;
+  EXPECT_LT(b[0]["submit_us"].get<double>(), 1e6) << bw.output;
+  const auto text = test::run_cli("devices --bandwidth", "2>/dev/null");
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find(" us (an empty submission to the end of its wait, median of 200)"), std::string::npos)
+      << text.output;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cassert>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "gpu/vulkan/vulkan_step.h"
 #include "util/error.h"
@@ -197,6 +198,41 @@ double VulkanBackend::read_bandwidth(uint64_t bytes) {
     return static_cast<double>(bytes) * kPasses / seconds / 1e9;
   } catch (const vk::SystemError& e) {
     fail("Vulkan: the read-bandwidth test failed on {} ({})", device_.info().name, e.what());
+  }
+}
+
+double VulkanBackend::submit_latency_us(int n) {
+  if (n < 1) fail("GPU submission latency: {} round trips asked for", n);
+  try {
+    // read.comp over no words: one workgroup that only writes its zero sums, so the GPU's own time is ~nothing.
+    Buffer src(device_, 16, BufferKind::device_local, "the latency test");
+    Buffer dst(device_, Pipelines::kReadGroupSize * sizeof(uint32_t), BufferKind::device_local, "the latency test");
+    const vk::raii::DescriptorSet set = make_set(src, x_dev_, dst);
+    auto& cb = compute_cmd_;
+    cb.reset();
+    cb.begin(vk::CommandBufferBeginInfo{});  // recorded once, submitted n + 1 times
+    // Orders this submission's writes of dst after the previous one's (a barrier's first scope reaches into the
+    // submissions before it on the queue).
+    using A = vk::AccessFlagBits;
+    using P = vk::PipelineStageFlagBits;
+    cb.pipelineBarrier(P::eComputeShader, P::eComputeShader, {}, vk::MemoryBarrier(A::eShaderWrite, A::eShaderWrite),
+                       {}, {});
+    cb.bindPipeline(vk::PipelineBindPoint::eCompute, *pipelines_.read());
+    cb.bindDescriptorSets(vk::PipelineBindPoint::eCompute, *pipelines_.layout(), 0, *set, {});
+    cb.pushConstants<ProductPush>(*pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, ProductPush{});
+    cb.dispatch(1, 1, 1);
+    cb.end();
+    std::vector<double> us(static_cast<size_t>(n));
+    for (int i = -1; i < n; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      submit_and_wait(device_.compute_queue(), cb, compute_done_);
+      if (i >= 0) us[static_cast<size_t>(i)] = std::chrono::duration<double, std::micro>(
+                                                   std::chrono::steady_clock::now() - t0).count();
+    }
+    std::nth_element(us.begin(), us.begin() + n / 2, us.end());
+    return us[static_cast<size_t>(n / 2)];
+  } catch (const vk::SystemError& e) {
+    fail("Vulkan: the submission-latency test failed on {} ({})", device_.info().name, e.what());
   }
 }
 

@@ -40,6 +40,7 @@ class VulkanBackend final : public GpuBackend {
   uint64_t validation_errors() const override { return instance_->validation_errors() - errors_at_start_; }
   compute::BackendCounters counters() const override { return counters_; }
   double read_bandwidth(uint64_t bytes) override;
+  double submit_latency_us(int n) override;
   DeviceStep& step() override;
   void release_step() override;
 
