@@ -11,8 +11,8 @@
 #   5. profiles decode and prefill at -ngl 99 (MOETIER_GPU_PROFILE=1: GPU time per kernel, submission latency).
 #   env: SPLITS ("48 24" --n-cpu-moe values), TOKENS (32 decode tokens), PREFILL (512 prompt tokens), DEVICE (0),
 #        MODEL (build/bench/qwen3-30b-a3b-Q4_K_M.gguf), BUILD (build/gpu-check), SKIP_TESTS=1 (step 3 skipped),
-#        PROFILE=0 (step 5 skipped), PREBUILT=1 (step 1 skipped: $BUILD already holds moetier and tests/test_gpu, as scripts/gpu-bundle.sh
-#        brings them to a machine without glslc or the libraries)
+#        PROFILE=0 (step 5 skipped), PREBUILT=1 (step 1 skipped: $BUILD already holds moetier and tests/test_gpu,
+#        as scripts/gpu-bundle.sh brings them to a machine without glslc or the libraries)
 # A device without a Vulkan driver fails at step 2 with the loader's message: that is the evidence to report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
