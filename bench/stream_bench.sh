@@ -97,6 +97,8 @@ run_config() {
     fi
   done
 }
+# the median of the numbers on stdin, one per line ("-" when there are none)
+mid() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}'; }
 # median KEY over the summary lines of this invocation's runs of NAME (1 .. RUNS; files of earlier, longer
 # invocations are not mixed in)
 median() {
@@ -105,7 +107,7 @@ median() {
     local f=$out/$name.$r.csv
     [ -f "$f" ] || continue
     { grep '^# summary' "$f" || true; } | tr ' ' '\n' | sed -n "s/^$key=//p"
-  done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}'
+  done | mid
 }
 # window NAME N: "tok/s hit%" over the first N decode rows of each run's CSV, each the median over the runs
 window() {
@@ -221,16 +223,15 @@ regime_row() {
   local name=$1 load first5 flt dtok dms rss
   local ok=()  # the runs that left a metrics CSV (a failed run left none)
   for r in $(seq 1 "$runs"); do [ -f "$out/$name.$r.csv" ] && ok+=("$r"); done
-  load=$(for r in "${ok[@]}"; do sed -n 's/.*, loaded in \([0-9.]*\) s$/\1/p' "$out/$name.$r.log" | tail -1; done |
-    sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}')
+  load=$(for r in "${ok[@]}"; do sed -n 's/.*, loaded in \([0-9.]*\) s$/\1/p' "$out/$name.$r.log" | tail -1; done | mid)
   first5=$(for r in "${ok[@]}"; do
       awk -F, '/^#/ { next } $1 == "step" { for (i = 1; i <= NF; ++i) c[$i] = i; next }
         $c["phase"] == "decode" && k < 5 { ++k; ms += $c["wall_ms"] } END { if (k) printf "%.0f\n", ms / k }' "$out/$name.$r.csv"
-    done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}')
+    done | mid)
   flt=$(for r in "${ok[@]}"; do
       awk -F, '/^#/ { next } $1 == "step" { for (i = 1; i <= NF; ++i) c[$i] = i; next }
         $c["phase"] == "decode" { ++k; f += $c["majflt"] } END { if (k) printf "%.1f\n", f / k }' "$out/$name.$r.csv"
-    done | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}')
+    done | mid)
   dtok=$(median "$name" decode_tokens); dms=$(median "$name" decode_ms); rss=$(median "$name" peak_rss_mib)
   awk -v l="$2" -v load="$load" -v f5="$first5" -v t="$dtok" -v ms="$dms" -v flt="$flt" -v rss="$rss" \
       -v mib="$(decode_mib "$name")" 'BEGIN {
