@@ -18,7 +18,7 @@ foreach(t ${MOETIER_PRODUCT_TYPES})
   list(APPEND spv_files ${spv})
 endforeach()
 # The read-bandwidth kernel (moetier devices --bandwidth) and the device step's kernels (gpu/step.h).
-set(MOETIER_OP_KERNELS read rms_norm rope kv_store attention glu add round combine)
+set(MOETIER_OP_KERNELS read rms_norm rope kv_store attention glu add round gather combine)
 foreach(k ${MOETIER_OP_KERNELS})
   set(spv ${spv_dir}/${k}.spv)
   add_custom_command(OUTPUT ${spv}

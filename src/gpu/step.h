@@ -126,8 +126,9 @@ class DeviceStep {
   // and placed buffer (a MoE layer's chosen experts: one for their gates, one for their ups). `table` is scratch
   // of at least 4 floats per product that the step fills (an upload recorded before the dispatches).
   virtual void products_grouped(std::span<const GroupedProduct> ps, DevArray table) = 0;
-  // dst[i] = src[rows[i]] for rows of n floats: a MoE layer's input rows gathered by expert.
-  virtual void gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst) = 0;
+  // dst[i] = src[rows[i]] for rows of n floats: a MoE layer's input rows gathered by expert. `index` is scratch of
+  // at least rows.size() floats that the step fills with the rows (an upload recorded before the kernel).
+  virtual void gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst, DevArray index) = 0;
   // out[t, i] = sum over s < k of table[(t k + s) 2 + 1] * slots[table[(t k + s) 2] n + i], slots summed in order
   // (the slot index stored as a float, exact below 2^24): a MoE layer's weighted expert outputs per token.
   virtual void combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n) = 0;

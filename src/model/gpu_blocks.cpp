@@ -40,6 +40,7 @@ GpuBlocks::GpuBlocks(gpu::DeviceStep& step, const GpuBlockSizes& s) : step_(step
   up_ = step.alloc(std::max(B * C, BK * F));
   if (s.n_expert > 0) {
     xg_ = step.alloc(BK * D);
+    rows_ = step.alloc(BK);
     slots_ = step.alloc(BK * D);
     router_ = step.alloc(B * s.n_expert);
     mix_ = step.alloc(BK * 2);
@@ -215,7 +216,7 @@ void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers
   // The experts' input rows in grouped order (at one token every chosen expert reads the token's row itself).
   if (n_tok > 1) {
     for (int64_t p = 0; p < P; ++p) rows_host_[static_cast<size_t>(p)] = ffn.slot(p) / static_cast<int32_t>(K);
-    step_.gather(xn_, std::span<const int32_t>(rows_host_.data(), static_cast<size_t>(P)), D, xg_);
+    step_.gather(xn_, std::span<const int32_t>(rows_host_.data(), static_cast<size_t>(P)), D, xg_, rows_);
   }
   ffn_ = &ffn;
   n_tok_ = n_tok;

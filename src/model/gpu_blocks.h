@@ -102,6 +102,7 @@ class GpuBlocks final : private moe::ExpertConsumer {
   gpu::DevArray table_;    // [n_batch, max_cols]: RoPE (cos, sin) per token and pair
   gpu::DevArray gate_, up_;  // [n_batch * max(n_expert_used, 1), max_cols]: FFN / experts' gate and up
   gpu::DevArray xg_;       // [n_batch * n_expert_used, n_embd]: a MoE layer's input rows grouped by expert
+  gpu::DevArray rows_;     // [n_batch * n_expert_used]: gather()'s row index (the token of each grouped position)
   gpu::DevArray slots_;    // [n_batch * n_expert_used, n_embd]: each (token, slot)'s expert output
   gpu::DevArray router_;   // [n_batch, n_expert]: router logits
   gpu::DevArray mix_;      // [n_batch * n_expert_used, 2]: combine()'s (position, weight) per (token, slot)

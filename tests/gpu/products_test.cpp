@@ -95,7 +95,8 @@ class GpuProduct : public ::testing::TestWithParam<GgmlType> {};
 TEST_P(GpuProduct, MatchesTheScalarReferenceForOneAndManyTokens) {
   const GgmlType t = GetParam();
   constexpr int64_t kRows = 70;  // rows not a multiple of anything the kernel tiles by
-  // 512 columns: 16 invocations per row, 4 rows per workgroup; 2560: 64 invocations, one row (Pipelines::rows_per_group)
+  // 512 columns: 16 invocations per row, 4 sets of lanes per workgroup (of 4 rows each at one token); 2560: 64
+  // invocations, one set (Pipelines::rows_per_group)
   for (const int64_t cols : {int64_t{512}, int64_t{2560}}) {
     const Matrix m = random_matrix(t, kRows, cols, 7);
     for (const auto rounding : {quant::ActivationRounding::exact, quant::ActivationRounding::match_ggml}) {
@@ -110,6 +111,24 @@ TEST_P(GpuProduct, MatchesTheScalarReferenceForOneAndManyTokens) {
       }
       EXPECT_EQ(be->validation_errors(), 0u);
     }
+  }
+}
+
+// Float rows need not be whole 32-element segments: the last, partial one takes matmul.comp's element-wise path,
+// in both forms (one token: x in registers; a tile of tokens).
+TEST(GpuProductFloatRows, RowsOfAnyLength) {
+  constexpr int64_t kRows = 37, kCols = 100;  // 3 whole segments and 4 elements
+  for (const GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    const Matrix m = random_matrix(t, kRows, kCols, 23);
+    auto be = testing::validated_backend(kCols, kRows, 9, 0);
+    be->place(m.view);
+    for (const int64_t n_tok : {1, 9}) {
+      const auto x = random_x(n_tok * kCols, static_cast<uint32_t>(5 + n_tok));
+      std::vector<float> y(static_cast<size_t>(n_tok * kRows), NAN);
+      be->matmul(m.view, x.data(), y.data(), n_tok);
+      expect_product(m.view, x, y, n_tok, n_tok == 1 ? "decode" : "prefill");
+    }
+    EXPECT_EQ(be->validation_errors(), 0u);
   }
 }
 

@@ -531,11 +531,12 @@ TEST(GpuStepGather, CopiesTheRowsExactly) {
   auto be = backend();
   DeviceStep& st = be->step();
   const DevArray src = st.alloc(kSrcRows * kN), dst = st.alloc(static_cast<int64_t>(rows.size()) * kN);
+  const DevArray index = st.alloc(static_cast<int64_t>(rows.size()));
   st.finish_setup();
   const auto x = normal(kSrcRows * kN, 4);
   std::vector<float> got(rows.size() * kN, NAN);
   st.upload(x.data(), src);
-  st.gather(src, rows, kN, dst);
+  st.gather(src, rows, kN, dst, index);
   st.download(dst, got.data());
   st.submit();
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -736,8 +737,9 @@ TEST(GpuStepProduct, GroupedExpertsGiveTheBitsOfSingleProducts) {
     }
     st.submit();
     if (split == 0) {
-      // One dispatch for the gates, one for the ups, then one per single product that has tokens.
-      EXPECT_EQ(be->counters().dispatches - dispatches, 2u + 2u * 5u);
+      // For the gates and for the ups, one dispatch of the one-token entries and one of the others (matmul.comp's
+      // two forms), then one per single product that has tokens.
+      EXPECT_EQ(be->counters().dispatches - dispatches, 4u + 2u * 5u);
     }
     for (size_t i = 0; i < ps.size(); ++i) {
       if (ps[i].n_tok == 0) continue;
@@ -846,7 +848,8 @@ TEST(GpuStepErrors, OversizedKvCacheAndTooSmallArraysThrow) {
   EXPECT_THROW(st.kv_store(kv, small, a, 0, 1), Error);
   EXPECT_THROW(st.kv_store(kv, a, b, 8, 1), Error);  // past the cache's 8 positions
   EXPECT_THROW(st.combine(a, small, b, 3, 2, 10), Error);
-  EXPECT_THROW(st.gather(a, std::vector<int32_t>{0, 2}, 40, b), Error);  // row 2 ends past a
+  EXPECT_THROW(st.gather(a, std::vector<int32_t>{0, 2}, 40, b, small), Error);  // row 2 ends past a
+  EXPECT_THROW(st.gather(a, std::vector<int32_t>(20, 0), 4, b, small), Error);   // 20 rows, an index of 10
   const auto v = normal(100, 1);
   EXPECT_THROW(st.upload(v.data(), DevArray{a.offset, 1u << 20}), Error);  // past the arena
   const Matrix unplaced = random_matrix(GgmlType::Q8_0, 4, 32, 1);

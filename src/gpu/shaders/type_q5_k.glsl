@@ -12,3 +12,21 @@ float dq(uint b, uint j) {
   precise float v = ds * float(q) - ms;
   return v;
 }
+// Sub-block s = j0 / 32: one scale and min from the 16-byte header, 32 bytes of nibbles and bit s of each of the
+// 32 high-bit bytes, 16 bytes a load where the block is 16-byte aligned (every block of a placed Q5_K row).
+void dq_seg(uint b, uint j0, out float v[32]) {
+  const uint s = j0 >> 5;
+  float ds, ms;
+  kquant_ds_ms(u128(b), s, ds, ms);
+  const uint q0 = b + 48u + 32u * (s >> 1), sh = 4u * (s & 1u);
+  const uvec4 qa = u128(q0), qb = u128(q0 + 16u), ha = u128(b + 16u), hb = u128(b + 32u);
+  const uint lo[8] = uint[8](qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w);
+  const uint hi[8] = uint[8](ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w);
+  [[unroll]] for (uint w = 0u; w < 8u; ++w) {
+    const uint l = lo[w] >> sh, u = hi[w] >> s;
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+      precise float x = ds * float(((l >> (8u * i)) & 0xfu) | ((u >> (8u * i)) & 1u) << 4) - ms;
+      v[4u * w + i] = x;
+    }
+  }
+}

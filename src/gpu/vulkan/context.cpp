@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -241,7 +242,7 @@ uint32_t Device::memory_type(uint32_t type_bits, vk::MemoryPropertyFlags flags) 
   fail("Vulkan device {} ({}) has no memory type with the properties a buffer needs", info_.index, info_.name);
 }
 
-Timeline::Timeline(const vk::raii::Device& device) : device_(&device) {
+Timeline::Timeline(const vk::raii::Device& device, bool spin) : device_(&device), spin_(spin) {
   vk::SemaphoreTypeCreateInfo ti(vk::SemaphoreType::eTimeline, 0);
   vk::SemaphoreCreateInfo ci;
   ci.pNext = &ti;
@@ -250,6 +251,12 @@ Timeline::Timeline(const vk::raii::Device& device) : device_(&device) {
 
 void Timeline::wait(uint64_t value) const {
   constexpr uint64_t kTimeoutNs = 60'000'000'000;
+  if (spin_) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinUs);
+    do {
+      if (sem_.getCounterValue() >= value) return;
+    } while (std::chrono::steady_clock::now() < until);
+  }
   const vk::Semaphore s = *sem_;
   vk::SemaphoreWaitInfo wi({}, s, value);
   const vk::Result r = device_->waitSemaphores(wi, kTimeoutNs);

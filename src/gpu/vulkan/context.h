@@ -92,7 +92,11 @@ class Device {
 // the value is reached (a call's results are in the staging buffer once it returns).
 class Timeline {
  public:
-  explicit Timeline(const vk::raii::Device& device);
+  // spin: wait() polls the counter for up to kSpinUs before it blocks (a GPU: the blocking wait's wake-up added
+  // tens of microseconds to each of a decode step's ~50 host waits on an H200); false on a CPU driver such as
+  // lavapipe, whose own threads need the cores.
+  Timeline(const vk::raii::Device& device, bool spin);
+  static constexpr int kSpinUs = 2000;
   const vk::raii::Semaphore& semaphore() const { return sem_; }
   uint64_t value() const { return value_; }
   uint64_t next() { return ++value_; }
@@ -104,6 +108,7 @@ class Timeline {
   const vk::raii::Device* device_;
   vk::raii::Semaphore sem_{nullptr};
   uint64_t value_ = 0;
+  bool spin_ = false;
 };
 
 }  // namespace moetier::gpu::vk_impl

@@ -34,21 +34,30 @@ struct ProductPush {
   uint32_t y_stride = 0;
   uint32_t n_tok = 0;
   uint32_t table_off = 0xffffffffu;  // the grouped form's table in X (VulkanStep::products_grouped); none
+  uint32_t rows_per_lane = 1;        // Pipelines::rows_per_lane(n_tok) of the dispatch's most tokens
 };
 
 class Pipelines {
  public:
-  // Tokens one product workgroup takes (matmul.comp's NT).
-  static constexpr uint32_t kTokenTile = 8;
+  // The tile form of matmul.comp (a dispatch with more than one token in some product): each workgroup computes
+  // kTileRows rows x kTokenTile tokens.
+  static constexpr uint32_t kTokenTile = 32;
+  static constexpr uint32_t kTileRows = 32;
   // Workgroups along x before rows continue in z (at least maxComputeWorkGroupCount[0] on every device).
   static constexpr uint32_t kMaxGroupsX = 65535;
-  // Rows one product workgroup takes for rows of `cols` elements: 64 / L, L the power of two covering the row's
-  // 32-element segments, at most 64 (matmul.comp computes the same).
-  static constexpr uint32_t rows_per_group(uint32_t cols) {
+  // Rows each set of a product workgroup's lanes takes in the one-token form (the set's segment of x, loaded once,
+  // serves that many rows); rows_per_lane() is 1 for the tile form.
+  static constexpr uint32_t kRowsPerLane = 4;
+  static constexpr uint32_t rows_per_lane(int64_t max_tok) { return max_tok == 1 ? kRowsPerLane : 1; }
+  // Rows one product workgroup takes for rows of `cols` elements: the tile form's kTileRows; in the one-token form
+  // 64 / L sets of rows_per_lane rows, L the power of two covering the row's 32-element segments, at most 64
+  // (matmul.comp computes the same).
+  static constexpr uint32_t rows_per_group(uint32_t cols, uint32_t rows_per_lane) {
+    if (rows_per_lane == 1) return kTileRows;
     const uint32_t items = (cols + 31) / 32;
     uint32_t lanes = 1;
     while (lanes < items && lanes < 64) lanes <<= 1;
-    return 64 / lanes;
+    return 64 / lanes * rows_per_lane;
   }
 
   // The push-constant range of the layout: the least every device supports (maxPushConstantsSize >= 128).

@@ -27,8 +27,8 @@ VulkanBackend::VulkanBackend(const GpuOptions& o)
       errors_at_start_(instance_->validation_errors()),
       device_(*instance_, o.device),
       pipelines_(device_),
-      compute_done_(device_.get()),
-      transfer_done_(device_.get()) {
+      compute_done_(device_.get(), device_.info().type != "cpu"),
+      transfer_done_(device_.get(), device_.info().type != "cpu") {
   if (o.max_cols < 1 || o.max_rows < 1 || o.max_tok < 1) {
     fail("GPU backend: max_cols, max_rows and max_tok must be positive (got {}, {}, {})", o.max_cols, o.max_rows,
          o.max_tok);
@@ -287,8 +287,10 @@ void VulkanBackend::queue_product(const Placed& pl, const quant::WeightView& w, 
               x_offset,
               u32(y_offset + (lo - row0)),
               u32(w.rows),
-              u32(n_tok)};
-    const uint32_t per_group = Pipelines::rows_per_group(u32(w.cols));
+              u32(n_tok),
+              0xffffffffu,
+              Pipelines::rows_per_lane(n_tok)};
+    const uint32_t per_group = Pipelines::rows_per_group(u32(w.cols), j.push.rows_per_lane);
     const uint32_t groups = (u32(hi - lo) + per_group - 1) / per_group;
     j.groups_x = std::min(groups, Pipelines::kMaxGroupsX);
     j.groups_y = u32((n_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile);

@@ -38,6 +38,9 @@ struct AddPush {
 struct RoundPush {
   uint32_t n, mode, x_off, y_off;
 };
+struct GatherPush {
+  uint32_t n_rows, n, src_off, rows_off, dst_off;
+};
 struct CombinePush {
   uint32_t n_tok, k, n, slots_off, table_off, out_off;
 };
@@ -56,7 +59,6 @@ VulkanStep::VulkanStep(VulkanBackend& backend) : be_(backend) {
   }
   profile_ = StepProfile::from_env(be_.device_);
   downloads_.reserve(64);
-  regions_.reserve(8192);
   entries_.reserve(1024);
   table_host_.reserve(4096);
 }
@@ -323,7 +325,9 @@ DevArray VulkanStep::round_for(quant::GgmlType t, DevArray x, DevArray dst, int6
   begin_op(false, {"round"});
   const RoundPush p{u32(rows * cols), mode, x.offset, dst.offset};
   bind("round", *arena_set_, &p, sizeof(p));
-  launch(static_cast<uint64_t>(rows * cols / block));
+  // Binary16 and bfloat16: one invocation per element; the 8-bit grids: a workgroup of 64 per 256 elements.
+  const auto n = static_cast<uint64_t>(rows * cols);
+  launch(block == 1 ? n : (n + 255) / 256 * 64);
   return dst.sub(0, rows * cols);
 }
 
@@ -348,10 +352,12 @@ void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int
                         x.offset,
                         u32(y.offset + (lo - row0)),
                         u32(w.rows),
-                        u32(n_tok)};
+                        u32(n_tok),
+                        kNone,
+                        Pipelines::rows_per_lane(n_tok)};
     use(pipeline, *c.step_set);
     cmd_.pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);
-    const uint32_t per_group = Pipelines::rows_per_group(u32(w.cols));
+    const uint32_t per_group = Pipelines::rows_per_group(u32(w.cols), p.rows_per_lane);
     const uint32_t groups = (u32(hi - lo) + per_group - 1) / per_group;
     cmd_.dispatch(std::min(groups, Pipelines::kMaxGroupsX),
                   u32((n_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile),
@@ -379,15 +385,16 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
     }
     if (g.n_tok > 0) entries_.push_back(e);
   }
-  // Products of one chunk, type and shape run as one dispatch (workgroup z: the entry). Each output element is
-  // written by one workgroup, so neither the buckets' order nor the entries' changes a bit of the results.
-  std::stable_sort(entries_.begin(), entries_.end(), [&](const Entry& a, const Entry& b) {
-    const auto key = [&](const Entry& e) {
-      const quant::WeightView& w = ps[e.product].w;
-      return std::make_tuple(reinterpret_cast<uintptr_t>(e.chunk), static_cast<int>(w.type), w.rows, w.cols);
-    };
-    return key(a) < key(b);
-  });
+  // Products of one chunk, type, shape and form run as one dispatch (workgroup z: the entry); the form is
+  // matmul.comp's: one token, or tiles of tokens, as product() would choose it, so that an entry gives the bits of
+  // the same product run alone. Each output element is written by one workgroup, so neither the buckets' order nor
+  // the entries' changes a bit of the results.
+  const auto bucket = [&](const Entry& e) {
+    const GroupedProduct& g = ps[e.product];
+    return std::make_tuple(reinterpret_cast<uintptr_t>(e.chunk), static_cast<int>(g.w.type), g.w.rows, g.w.cols,
+                           Pipelines::rows_per_lane(g.n_tok));
+  };
+  std::stable_sort(entries_.begin(), entries_.end(), [&](const Entry& a, const Entry& b) { return bucket(a) < bucket(b); });
   table_host_.clear();
   for (const Entry& e : entries_) {
     const GroupedProduct& g = ps[e.product];
@@ -409,19 +416,20 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
     }
     size_t j = i + 1;
     int64_t max_tok = g.n_tok;
-    while (j < entries_.size() && entries_[j].chunk == e.chunk && ps[entries_[j].product].w.type == g.w.type &&
-           ps[entries_[j].product].w.rows == g.w.rows && ps[entries_[j].product].w.cols == g.w.cols) {
+    while (j < entries_.size() && bucket(entries_[j]) == bucket(e)) {
       max_tok = std::max(max_tok, ps[entries_[j].product].n_tok);
       ++j;
     }
     const auto* c = e.chunk;
-    const uint32_t per_group = Pipelines::rows_per_group(u32(g.w.cols));
+    const uint32_t rl = Pipelines::rows_per_lane(max_tok);
+    const uint32_t per_group = Pipelines::rows_per_group(u32(g.w.cols), rl);
     const uint32_t groups = (u32(g.w.rows) + per_group - 1) / per_group;
     if (groups > Pipelines::kMaxGroupsX) fail("GPU step: a grouped product of {} rows is too tall", g.w.rows);
     begin_op(true, {"grouped", static_cast<int>(g.w.type)});
     use(*be_.pipelines_.product(g.w.type), *c->step_set);
     ProductPush p{u32(g.w.rows), u32(g.w.cols), u32(static_cast<int64_t>(g.w.row_bytes)), 0, 0, 0, u32(g.w.rows), 0};
     p.table_off = u32(table.offset + 4 * row);
+    p.rows_per_lane = rl;
     cmd_.pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);
     cmd_.dispatch(groups, u32((max_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile), u32(j - i));
     ++dispatches_;
@@ -430,18 +438,20 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
   }
 }
 
-void VulkanStep::gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst) {
+void VulkanStep::gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst, DevArray index) {
   check(dst, static_cast<int64_t>(rows.size()) * n, "a gather's output");
+  check(index, static_cast<int64_t>(rows.size()), "a gather's row index");
   if (rows.empty()) return;
-  begin_op(false, {"gather"});
-  regions_.clear();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i] < 0) fail("GPU step: a gather of row {}", rows[i]);
-    check(src, (rows[i] + 1) * n, "a gather's input");
-    regions_.emplace_back(uint64_t{src.offset + static_cast<uint32_t>(rows[i] * n)} * 4,
-                          (uint64_t{dst.offset} + i * static_cast<uint64_t>(n)) * 4, static_cast<uint64_t>(n) * 4);
+  for (const int32_t r : rows) {
+    if (r < 0) fail("GPU step: a gather of row {}", r);
+    check(src, (r + 1) * n, "a gather's input");
   }
-  cmd_.copyBuffer(*arena_.get(), *arena_.get(), regions_);
+  static_assert(sizeof(int32_t) == sizeof(float));
+  upload(reinterpret_cast<const float*>(rows.data()), index.sub(0, static_cast<int64_t>(rows.size())));
+  begin_op(false, {"gather"});
+  const GatherPush p{u32(static_cast<int64_t>(rows.size())), u32(n), src.offset, index.offset, dst.offset};
+  bind("gather", *arena_set_, &p, sizeof(p));
+  launch(static_cast<uint64_t>(rows.size()) * static_cast<uint64_t>(n));
 }
 
 void VulkanStep::combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n) {

@@ -42,7 +42,7 @@ class VulkanStep final : public DeviceStep {
   DevArray round_for(quant::GgmlType t, DevArray x, DevArray dst, int64_t rows, int64_t cols) override;
   void product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok) override;
   void products_grouped(std::span<const GroupedProduct> ps, DevArray table) override;
-  void gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst) override;
+  void gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst, DevArray index) override;
   void combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n) override;
   void submit() override;
   void discard() override;
@@ -90,7 +90,6 @@ class VulkanStep final : public DeviceStep {
   vk::Pipeline bound_pipeline_ = nullptr;
   vk::DescriptorSet bound_set_ = nullptr;
   std::vector<Download> downloads_;
-  std::vector<vk::BufferCopy> regions_;  // gather()'s copies
   // products_grouped()'s work: per product its chunk (null: it spans chunks, dispatched alone) and its buckets.
   struct Entry {
     const VulkanBackend::Chunk* chunk = nullptr;
