@@ -96,14 +96,15 @@ TEST_P(GpuProduct, MatchesTheScalarReferenceForOneAndManyTokens) {
   const GgmlType t = GetParam();
   constexpr int64_t kRows = 70;  // rows not a multiple of anything the kernel tiles by
   // 512 columns: 16 invocations per row, 4 sets of lanes per workgroup (of 4 rows each at one token); 2560: 64
-  // invocations, one set (Pipelines::rows_per_group)
+  // invocations, one set (Pipelines::rows_per_group). Several tokens: tiles of 32 rows x 32 tokens, 45 tokens
+  // taking a second, partial tile.
   for (const int64_t cols : {int64_t{512}, int64_t{2560}}) {
     const Matrix m = random_matrix(t, kRows, cols, 7);
     for (const auto rounding : {quant::ActivationRounding::exact, quant::ActivationRounding::match_ggml}) {
-      auto be = testing::validated_backend(cols, kRows, 19, 0, rounding);
+      auto be = testing::validated_backend(cols, kRows, 45, 0, rounding);
       be->place(m.view);
       ASSERT_TRUE(be->holds(m.view));
-      for (const int64_t n_tok : {1, 3, 8, 19}) {
+      for (const int64_t n_tok : {1, 3, 8, 19, 45}) {
         const auto x = random_x(n_tok * cols, static_cast<uint32_t>(11 + n_tok));
         std::vector<float> y(static_cast<size_t>(n_tok * kRows), NAN);
         be->matmul(m.view, x.data(), y.data(), n_tok);
