@@ -3,12 +3,13 @@
 // reference engine rounds them (match_ggml: both sides round x the same way before the dot products), on the first
 // Vulkan device under the validation layer.
 //
-// Tolerance: both sides dequantize to the same floats (the GPU's dq() is the reference formula) and use the same
-// activations, so they differ only in summation order. The GPU sums L <= 64 interleaved partial dots and then a
-// tree of depth log2 L, each partial over at most ceil(cols / 32 / L) segments of 32, so by the standard bound on recursive summation (Higham, Accuracy and
-// Stability of Numerical Algorithms, 2nd ed., eq. 4.4) both results lie within (n + 1) u sum_c |w_rc x_tc| of the
-// exact dot, n the longer of the two summation chains (cols for the reference) and u = 2^-24; twice that bounds
-// their difference.
+// Tolerance: both sides dequantize to the same floats (the GPU's dq() and dq_seg() give the reference formula's
+// values) and use the same activations, so they differ only in summation order. At one token the GPU sums L <= 64
+// interleaved partial dots and then a tree of depth log2 L, each partial over at most ceil(cols / 32 / L) segments
+// of 32; over tiles of tokens it sums each (row, token) in one chain of cols terms. So by the standard bound on
+// recursive summation (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., eq. 4.4) both results lie
+// within (n + 1) u sum_c |w_rc x_tc| of the exact dot, n the longer of the two summation chains (cols for the
+// reference) and u = 2^-24; twice that bounds their difference.
 #include <algorithm>
 #include <cmath>
 #include <random>

@@ -510,6 +510,34 @@ TEST(GpuStepRound, MatchesRoundActivationsLikeGgmlBitForBit) {
   EXPECT_EQ(be->validation_errors(), 0u);
 }
 
+// The Q8_0 grid over a length that is not a multiple of 256 (the kernel's workgroup takes 256 elements: the last
+// one is partial), rounded in place.
+TEST(GpuStepRound, Q8_0GridOfAPartialWorkgroupInPlace) {
+  constexpr int64_t kRows = 3, kCols = 96;
+  auto be = backend(quant::ActivationRounding::match_ggml);
+  DeviceStep& st = be->step();
+  const DevArray dx = st.alloc(kRows * kCols + 32);  // 32 floats past the rows, which must stay as they are
+  st.finish_setup();
+  std::vector<float> x = normal(kRows * kCols + 32, 31);
+  for (int64_t b = 0; b < kRows * kCols / 32; ++b) {
+    for (int64_t j = 0; j < 32; ++j) x[static_cast<size_t>(b * 32 + j)] *= std::exp2(static_cast<float>(b % 5) - 2);
+  }
+  std::vector<float> got(x.size(), NAN);
+  st.upload(x.data(), dx);
+  const DevArray r = st.round_for(GgmlType::Q8_0, dx, dx, kRows, kCols);
+  EXPECT_EQ(r.offset, dx.offset);
+  st.download(dx, got.data());
+  st.submit();
+  std::vector<float> ref = x;
+  for (int64_t row = 0; row < kRows; ++row)
+    quant::round_activations_like_ggml(GgmlType::Q8_0, ref.data() + row * kCols, kCols);
+  for (size_t j = 0; j < ref.size(); ++j) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(ref[j]))
+        << "element " << j << (j >= static_cast<size_t>(kRows * kCols) ? " (past the rounded rows: untouched)" : "");
+  }
+  EXPECT_EQ(be->validation_errors(), 0u);
+}
+
 TEST(GpuStepRound, ExactRoundingReturnsTheInputItself) {
   auto be = backend(quant::ActivationRounding::exact);
   DeviceStep& st = be->step();
