@@ -120,8 +120,9 @@ class DeviceStep {
   // (quant::round_activations_like_ggml); returns dst, or x itself when the type needs no rounding.
   virtual DevArray round_for(quant::GgmlType t, DevArray x, DevArray dst, int64_t rows, int64_t cols) = 0;
   // y[n_tok, w.rows] = w x[n_tok, w.cols] for weights the backend placed (GpuBackend::place); x already rounded
-  // (round_for).
-  virtual void product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok) = 0;
+  // (round_for). accumulate: y += w x instead (a residual add in the same dispatch, the same bits as an add()
+  // of the product).
+  virtual void product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok, bool accumulate = false) = 0;
   // The products ps (inputs already rounded), as few dispatches as their weights allow: one per weight type, shape
   // and placed buffer (a MoE layer's chosen experts: one for their gates, one for their ups). `table` is scratch
   // of at least 4 floats per product that the step fills (an upload recorded before the dispatches).
@@ -131,7 +132,9 @@ class DeviceStep {
   virtual void gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst, DevArray index) = 0;
   // out[t, i] = sum over s < k of table[(t k + s) 2 + 1] * slots[table[(t k + s) 2] n + i], slots summed in order
   // (the slot index stored as a float, exact below 2^24): a MoE layer's weighted expert outputs per token.
-  virtual void combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n) = 0;
+  // accumulate: out[t, i] += that sum (the residual add in the same dispatch, the same bits as an add()).
+  virtual void combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n,
+                       bool accumulate = false) = 0;
   // Runs what was recorded, waits for it, and fills the download() destinations. On an error (a lost device)
   // what was recorded is discarded, as by discard(), before the exception leaves.
   virtual void submit() = 0;

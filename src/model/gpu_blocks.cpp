@@ -174,8 +174,13 @@ void GpuBlocks::attention_block(int64_t il, int seq, std::span<const float> norm
                             .window = w.sliding_window,
                             .sinks = sinks};
   step_.attention(op, q_, ctx_);
-  step_.product(w.wo, round(w.wo, ctx_, n_tok, nq), out_, n_tok);
-  if (!bo.empty()) step_.add(out_, bo, n_tok, D, true);
+  const gpu::DevArray ctx = round(w.wo, ctx_, n_tok, nq);
+  if (bo.empty()) {
+    step_.product(w.wo, ctx, x_, n_tok, /*accumulate=*/true);  // the residual add in the product's dispatch
+    return;
+  }
+  step_.product(w.wo, ctx, out_, n_tok);
+  step_.add(out_, bo, n_tok, D, true);  // the bias joins the product before the residual, as on the CPU
   step_.add(x_, out_, n_tok, D, false);
 }
 
@@ -193,8 +198,7 @@ void GpuBlocks::ffn_block(std::span<const float> norm, const FfnWeights& w, cons
   step_.product(w.gate, in[0], gate_, n_tok);
   step_.product(w.up, in[1], up_, n_tok);
   step_.glu(glu_kind(glu), glu.alpha, glu.limit, gate_, up_, gate_, n_tok * F);
-  step_.product(w.down, round(w.down, gate_, n_tok, F), out_, n_tok);
-  step_.add(x_, out_, n_tok, D, false);
+  step_.product(w.down, round(w.down, gate_, n_tok, F), x_, n_tok, /*accumulate=*/true);
 }
 
 void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers& moe, const GluConfig& glu,
@@ -250,8 +254,7 @@ void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers
     mix_host_[static_cast<size_t>(2 * ts + 1)] = ffn.weight(ts);
   }
   step_.upload(mix_host_.data(), mix_.sub(0, 2 * P));
-  step_.combine(slots_, mix_, out_, n_tok, K, D);
-  step_.add(x_, out_, n_tok, D, false);
+  step_.combine(slots_, mix_, x_, n_tok, K, D, /*accumulate=*/true);
 }
 
 void GpuBlocks::on_experts(std::span<const int32_t> experts, std::span<const moe::ExpertWeights> weights) {

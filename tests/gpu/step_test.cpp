@@ -708,6 +708,51 @@ TEST(GpuStepProduct, RoundForThenProductMatchesTheReference) {
   }
 }
 
+// accumulate: the product (both forms) and the combine add into their output, with the bits of an add() of what
+// they give without it: the residual adds they replace in the step.
+TEST(GpuStepProduct, AccumulateGivesTheBitsOfAnAddedResult) {
+  constexpr int64_t kRows = 70, kCols = 512, kTok = 5, kK = 2, kN = 64;
+  const Matrix m = random_matrix(GgmlType::Q4_K, kRows, kCols, 8);
+  auto be = backend();
+  be->place(m.view);
+  DeviceStep& st = be->step();
+  const DevArray x = st.alloc(kTok * kCols), y = st.alloc(kTok * kRows), y_acc = st.alloc(kTok * kRows);
+  const DevArray slots = st.alloc(kTok * kK * kN), table = st.alloc(kTok * kK * 2), out = st.alloc(kTok * kN),
+                 out_acc = st.alloc(kTok * kN);
+  st.finish_setup();
+  const auto xs = normal(kTok * kCols, 60), base = normal(kTok * kRows, 61), s = normal(kTok * kK * kN, 62),
+             base_out = normal(kTok * kN, 63);
+  std::vector<float> mix;
+  for (int64_t i = 0; i < kTok * kK; ++i) mix.insert(mix.end(), {static_cast<float>(kTok * kK - 1 - i), 0.25f + i});
+  for (const int64_t n_tok : {int64_t{1}, kTok}) {
+    std::vector<float> got(static_cast<size_t>(n_tok * kRows)), got_acc(got.size()), got_out(kTok * kN),
+        got_out_acc(got_out.size());
+    st.upload(xs.data(), x);
+    st.upload(base.data(), y_acc);
+    st.upload(s.data(), slots);
+    st.upload(mix.data(), table);
+    st.upload(base_out.data(), out_acc);
+    st.product(m.view, x, y, n_tok);
+    st.product(m.view, x, y_acc, n_tok, /*accumulate=*/true);
+    st.combine(slots, table, out, kTok, kK, kN);
+    st.combine(slots, table, out_acc, kTok, kK, kN, /*accumulate=*/true);
+    st.download(y.sub(0, n_tok * kRows), got.data());
+    st.download(y_acc.sub(0, n_tok * kRows), got_acc.data());
+    st.download(out, got_out.data());
+    st.download(out_acc, got_out_acc.data());
+    st.submit();
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(got_acc[i]), std::bit_cast<uint32_t>(base[i] + got[i]))
+          << "n_tok " << n_tok << " element " << i;
+    }
+    for (size_t i = 0; i < got_out.size(); ++i) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(got_out_acc[i]), std::bit_cast<uint32_t>(base_out[i] + got_out[i]))
+          << "combine element " << i;
+    }
+  }
+  EXPECT_EQ(be->validation_errors(), 0u);
+}
+
 // A MoE layer's experts as grouped products: two stacks (gates Q4_K, ups Q8_0) of 6 experts, each expert over
 // its own token rows (one with none), in one products_grouped call. Each result must be the bits product() gives
 // for that expert alone (the same workgroups compute it) and within the summation bound of the reference; with the

@@ -1,6 +1,6 @@
 // out[t, i] = sum over s < k, in slot order, of table[(t k + s) 2 + 1] * slots[table[(t k + s) 2] n + i]: a MoE
 // layer's expert outputs (one row per (token, slot), grouped by expert) weighted and summed per token, as the
-// CPU's MoE block sums them (model/moe_ffn.cpp). One invocation per output element.
+// CPU's MoE block sums them (model/moe_ffn.cpp); with accumulate, added to out. One invocation per output element.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "ops.glsl"
@@ -12,6 +12,7 @@ layout(push_constant) uniform Push {
   uint slots_off;
   uint table_off;
   uint out_off;
+  uint accumulate;  // 1: out += the sum (the residual add in the same dispatch)
 } p;
 
 void main() {
@@ -25,5 +26,5 @@ void main() {
     precise const float v = A[e + 1u] * A[p.slots_off + uint(A[e]) * p.n + i];
     o = s == 0u ? v : o + v;
   }
-  A[p.out_off + id] = o;
+  A[p.out_off + id] = p.accumulate != 0u ? A[p.out_off + id] + o : o;
 }

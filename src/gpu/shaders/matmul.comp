@@ -1,4 +1,5 @@
-// y[t, r] = sum_c W[r, c] * x[t, c] for one weight type (compute/backend.h's product, float activations).
+// y[t, r] = sum_c W[r, c] * x[t, c] for one weight type (compute/backend.h's product, float activations), or
+// y[t, r] += that sum (accumulate: a residual add in the same dispatch).
 //
 // Two forms, chosen by the host per dispatch (rows_per_lane):
 //   - one token (decode, rows_per_lane = RL = Pipelines::kRowsPerLane): a row is computed by L invocations, L the
@@ -31,7 +32,7 @@ layout(std430, set = 0, binding = 0) readonly buffer WBuf { uint W[]; };   // we
 layout(std430, set = 0, binding = 0) readonly buffer WBuf4 { uvec4 W4[]; };  // the same, 16 bytes at a time
 layout(std430, set = 0, binding = 1) readonly buffer XBuf { float X[]; };  // activations [.., n_tok, cols]
 layout(std430, set = 0, binding = 1) readonly buffer XBuf4 { vec4 X4[]; };  // the same, as vec4 (aligned reads)
-layout(std430, set = 0, binding = 2) writeonly buffer YBuf { float Y[]; }; // results [.., n_tok, y_stride]
+layout(std430, set = 0, binding = 2) buffer YBuf { float Y[]; };  // results [.., n_tok, y_stride]
 
 layout(push_constant) uniform Push {
   uint rows;       // rows of this dispatch
@@ -44,7 +45,11 @@ layout(push_constant) uniform Push {
   uint n_tok;      // tokens of this dispatch
   uint table_off;  // float offset in X of the grouped form's table; 0xffffffff: one product
   uint rows_per_lane;  // RL: 1, or Pipelines::kRowsPerLane when every product of the dispatch has one token
+  uint accumulate;     // 1: Y += the product (a residual add in the same dispatch)
 } p;
+
+// Writes a result: Y[i] = v, or Y[i] + v when accumulating.
+void store(uint i, float v) { Y[i] = p.accumulate != 0u ? Y[i] + v : v; }
 
 #include "common.glsl"
 #if defined(TYPE_F32)
@@ -154,7 +159,7 @@ void tile_form(uint w_offset, uint x_offset, uint y_offset, uint n_tok, uint r0,
   [[unroll]] for (uint a = 0u; a < 4u; ++a) {
     [[unroll]] for (uint b = 0u; b < 4u; ++b) {
       const uint r = r0 + br + a, tok = t0 + bt + b;
-      if (r < p.rows && tok < n_tok) Y[y_offset + tok * p.y_stride + r] = acc[a][b];
+      if (r < p.rows && tok < n_tok) store(y_offset + tok * p.y_stride + r, acc[a][b]);
     }
   }
 }
@@ -238,6 +243,6 @@ void main() {
   }
   if (lane == 0u) {
     for (uint k = 0u; k < rl; ++k)
-      if (r0 + k < p.rows) Y[y_offset + r0 + k] = partial[k][lid];
+      if (r0 + k < p.rows) store(y_offset + r0 + k, partial[k][lid]);
   }
 }

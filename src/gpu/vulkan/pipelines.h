@@ -35,6 +35,7 @@ struct ProductPush {
   uint32_t n_tok = 0;
   uint32_t table_off = 0xffffffffu;  // the grouped form's table in X (VulkanStep::products_grouped); none
   uint32_t rows_per_lane = 1;        // Pipelines::rows_per_lane(n_tok) of the dispatch's most tokens
+  uint32_t accumulate = 0;           // 1: y += the product (VulkanStep::product)
 };
 
 class Pipelines {

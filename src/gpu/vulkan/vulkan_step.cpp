@@ -42,7 +42,7 @@ struct GatherPush {
   uint32_t n_rows, n, src_off, rows_off, dst_off;
 };
 struct CombinePush {
-  uint32_t n_tok, k, n, slots_off, table_off, out_off;
+  uint32_t n_tok, k, n, slots_off, table_off, out_off, accumulate;
 };
 
 }  // namespace
@@ -331,7 +331,7 @@ DevArray VulkanStep::round_for(quant::GgmlType t, DevArray x, DevArray dst, int6
   return dst.sub(0, rows * cols);
 }
 
-void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok) {
+void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok, bool accumulate) {
   const VulkanBackend::Placed* pl = &placed(w);
   check(x, n_tok * w.cols, "a product's input");
   check(y, n_tok * w.rows, "a product's output");
@@ -354,7 +354,8 @@ void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int
                         u32(w.rows),
                         u32(n_tok),
                         kNone,
-                        Pipelines::rows_per_lane(n_tok)};
+                        Pipelines::rows_per_lane(n_tok),
+                        accumulate ? 1u : 0u};
     use(pipeline, *c.step_set);
     cmd_.pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);
     const uint32_t per_group = Pipelines::rows_per_group(u32(w.cols), p.rows_per_lane);
@@ -454,12 +455,13 @@ void VulkanStep::gather(DevArray src, std::span<const int32_t> rows, int64_t n, 
   launch(static_cast<uint64_t>(rows.size()) * static_cast<uint64_t>(n));
 }
 
-void VulkanStep::combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n) {
+void VulkanStep::combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n,
+                         bool accumulate) {
   check(table, n_tok * k * 2, "a combine's table");
   check(slots, n_tok * k * n, "a combine's slots");  // the table's positions are below n_tok * k (MoeFfn)
   check(out, n_tok * n, "a combine's output");
   begin_op(false, {"combine"});
-  const CombinePush p{u32(n_tok), u32(k), u32(n), slots.offset, table.offset, out.offset};
+  const CombinePush p{u32(n_tok), u32(k), u32(n), slots.offset, table.offset, out.offset, accumulate ? 1u : 0u};
   bind("combine", *arena_set_, &p, sizeof(p));
   launch(static_cast<uint64_t>(n_tok * n));
 }

@@ -40,10 +40,11 @@ class VulkanStep final : public DeviceStep {
   void glu(GluKind kind, float alpha, float limit, DevArray gate, DevArray up, DevArray h, int64_t n) override;
   void add(DevArray y, DevArray a, int64_t rows, int64_t n, bool broadcast) override;
   DevArray round_for(quant::GgmlType t, DevArray x, DevArray dst, int64_t rows, int64_t cols) override;
-  void product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok) override;
+  void product(const quant::WeightView& w, DevArray x, DevArray y, int64_t n_tok, bool accumulate = false) override;
   void products_grouped(std::span<const GroupedProduct> ps, DevArray table) override;
   void gather(DevArray src, std::span<const int32_t> rows, int64_t n, DevArray dst, DevArray index) override;
-  void combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n) override;
+  void combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n,
+               bool accumulate = false) override;
   void submit() override;
   void discard() override;
 
