@@ -72,7 +72,8 @@ void main() {
     return;
   }
   const uint lid = gl_LocalInvocationID.x;
-  const uint e0 = (id - lid) * 4u + 4u * lid;  // this invocation's first element; n is a multiple of 32, so all 4 or none
+  // This invocation's first element; n is a multiple of 32, so all 4 are in or none.
+  const uint e0 = (id - lid) * 4u + 4u * lid;
   const bool live = e0 < p.n;
   float x[4];
   float amax = 0.0, mx = 0.0;

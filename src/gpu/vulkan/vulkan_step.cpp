@@ -395,7 +395,8 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
     return std::make_tuple(reinterpret_cast<uintptr_t>(e.chunk), static_cast<int>(g.w.type), g.w.rows, g.w.cols,
                            Pipelines::rows_per_lane(g.n_tok));
   };
-  std::stable_sort(entries_.begin(), entries_.end(), [&](const Entry& a, const Entry& b) { return bucket(a) < bucket(b); });
+  std::stable_sort(entries_.begin(), entries_.end(),
+                   [&](const Entry& a, const Entry& b) { return bucket(a) < bucket(b); });
   table_host_.clear();
   for (const Entry& e : entries_) {
     const GroupedProduct& g = ps[e.product];
