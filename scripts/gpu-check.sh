@@ -8,7 +8,9 @@
 #   4. writes a synthetic Qwen3-30B-A3B Q4_K_M (`moetier synth`, ~17 GB, kept under build/bench/) and measures
 #      decode and prefill tok/s at -ngl 99 (when it fits the device's memory) and at --n-cpu-moe splits, with the
 #      decode bound (read bandwidth / bytes one decode token reads) and the dispatches per step,
-#   5. profiles decode and prefill at -ngl 99 (MOETIER_GPU_PROFILE=1: GPU time per kernel, submission latency).
+#   5. profiles decode and prefill at -ngl 99, and decode with every layer's experts on the CPU (--n-cpu-moe at the
+#      block count: what the GPU adds to a hybrid layer) (MOETIER_GPU_PROFILE=1: GPU time per kernel, submission
+#      latency).
 #   env: SPLITS ("48 24" --n-cpu-moe values), TOKENS (32 decode tokens), PREFILL (512 prompt tokens), DEVICE (0),
 #        MODEL (build/bench/qwen3-30b-a3b-Q4_K_M.gguf), BUILD (build/gpu-check), SKIP_TESTS=1 (step 3 skipped),
 #        PROFILE=0 (step 5 skipped), PREBUILT=1 (step 1 skipped: $BUILD already holds moetier and tests/test_gpu,
@@ -112,10 +114,12 @@ if [ "${PROFILE:-1}" != 0 ] && [ "$model_bytes" -lt "$mem" ]; then
   echo
   echo "== where the time goes at -ngl 99 (MOETIER_GPU_PROFILE=1; gpu/vulkan/step_profile.h)"
   python3 -c 'import json; print(json.dumps(list(range(100, 116))))' > "$out/prompt16.json"
-  for what in "decode: a 16-token prompt, then 64 tokens|$out/prompt16.json|64" "prefill: $prefill tokens, then 1|$out/prompt.json|1"; do
-    IFS='|' read -r title prompt n <<< "$what"
+  for what in "decode: a 16-token prompt, then 64 tokens|$out/prompt16.json|64|0" \
+              "prefill: $prefill tokens, then 1|$out/prompt.json|1|0" \
+              "decode with every layer's experts on the CPU (--n-cpu-moe $n_layer)|$out/prompt16.json|64|$n_layer"; do
+    IFS='|' read -r title prompt n cpu_moe <<< "$what"
     echo "-- $title"
     MOETIER_GPU_PROFILE=1 "$bin" run -m "$model" --experts resident --tokens "$prompt" -n "$n" --temp 0 -ngl 99 \
-      --device "$device" 2>&1 | grep -E '^(gpu profile|prefill:)' || echo "(the profiled run failed)"
+      --n-cpu-moe "$cpu_moe" --device "$device" 2>&1 | grep -E '^(gpu profile|prefill:)' || echo "(the profiled run failed)"
   done
 fi
