@@ -278,7 +278,8 @@ void DecoderModel::ffn_block(float* x, const std::vector<float>& norm, DenseFfn&
 void DecoderModel::moe_block(int64_t il, float* x, const std::vector<float>& norm, int64_t n_tok, int32_t* routing) {
   if (on_gpu_step()) {
     if (il >= gpu_expert_first_ && il <= gpu_expert_last_) {
-      return gpu_blocks_->moe_block_gpu(il, norm, moe_, moe_.ffn().glu_config(), n_tok, routing);
+      return gpu_blocks_->moe_block_gpu(il, norm, moe_, moe_.ffn().glu_config(), n_tok, routing,
+                                        backend_->host_pool());
     }
     return gpu_blocks_->moe_block_cpu(il, norm, moe_, n_tok, routing, *cpu_, xn_.host(), tmp_.host());
   }

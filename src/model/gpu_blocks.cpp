@@ -202,7 +202,7 @@ void GpuBlocks::ffn_block(std::span<const float> norm, const FfnWeights& w, cons
 }
 
 void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers& moe, const GluConfig& glu,
-                              int64_t n_tok, int32_t* routing) {
+                              int64_t n_tok, int32_t* routing, util::ThreadPool* pool) {
   const gpu::DevArray g = dev(norm);
   if (registering_) {
     step_.check_product(moe.router(il).gate_inp);
@@ -216,7 +216,7 @@ void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers
   step_.product(rw.gate_inp, round(rw.gate_inp, xn_, n_tok, D), router_, n_tok);
   step_.download(router_.sub(0, n_tok * E), ffn.logits());
   step_.submit();
-  ffn.route_batch(moe.ordinal(il), rw, ffn.logits(), n_tok, routing);
+  ffn.route_batch(moe.ordinal(il), rw, ffn.logits(), n_tok, routing, pool);
   // The experts' input rows in grouped order (at one token every chosen expert reads the token's row itself).
   if (n_tok > 1) {
     for (int64_t p = 0; p < P; ++p) rows_host_[static_cast<size_t>(p)] = ffn.slot(p) / static_cast<int32_t>(K);

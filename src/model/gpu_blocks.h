@@ -65,9 +65,10 @@ class GpuBlocks final : private moe::ExpertConsumer {
   void attention_block(int64_t il, int seq, std::span<const float> norm, const Attention& attn,
                        const AttentionWeights& w, int64_t pos0, int64_t n_tok);
   void ffn_block(std::span<const float> norm, const FfnWeights& w, const GluConfig& glu, int64_t n_tok);
-  // moe_block with the routed experts on the GPU (placed by -ngl); routing as in DecoderModel::layer.
+  // moe_block with the routed experts on the GPU (placed by -ngl); routing as in DecoderModel::layer, a batch's
+  // tokens routed across `pool` (MoeFfn::route_batch; may be null).
   void moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers& moe, const GluConfig& glu, int64_t n_tok,
-                     int32_t* routing);
+                     int32_t* routing, util::ThreadPool* pool);
   // moe_block with the routed experts computed by `cpu` from host memory; xn_host and out_host are [n_tok, n_embd]
   // host buffers.
   void moe_block_cpu(int64_t il, std::span<const float> norm, MoeLayers& moe, int64_t n_tok, int32_t* routing,

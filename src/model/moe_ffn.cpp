@@ -4,6 +4,8 @@
 #include <cassert>
 #include <cstring>
 
+#include "util/thread_pool.h"
+
 namespace moetier::model {
 
 MoeFfn::MoeFfn(const RouterConfig& router, const GluConfig& glu, int64_t n_embd, int64_t n_ff, int64_t max_tok)
@@ -12,7 +14,7 @@ MoeFfn::MoeFfn(const RouterConfig& router, const GluConfig& glu, int64_t n_embd,
       n_embd_(n_embd),
       n_ff_(n_ff),
       logits_(static_cast<size_t>(max_tok * router.n_expert)),
-      probs_(static_cast<size_t>(router.n_expert)),
+      probs_(static_cast<size_t>(max_tok * router.n_expert)),
       ids_(static_cast<size_t>(max_tok * router.n_expert_used)),
       weights_(static_cast<size_t>(max_tok * router.n_expert_used)),
       count_(static_cast<size_t>(router.n_expert)),
@@ -31,7 +33,7 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
                      const float* xr, int64_t n_tok, float* out, int32_t* routing, compute::Backend& be) {
   const int64_t K = router_.n_expert_used, D = n_embd_;
   be.matmul(rw.gate_inp, xr != nullptr ? xr : x, logits_.data(), n_tok);
-  route_batch(layer, rw, logits_.data(), n_tok, routing);
+  route_batch(layer, rw, logits_.data(), n_tok, routing, be.host_pool());
   x_ = x;
   rw_ = &rw;
   n_tok_ = n_tok;
@@ -49,21 +51,31 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
   }
 }
 
-void MoeFfn::route_batch(int64_t layer, const RouterWeights& rw, float* lg, int64_t n_tok, int32_t* routing) {
+void MoeFfn::route_batch(int64_t layer, const RouterWeights& rw, float* lg, int64_t n_tok, int32_t* routing,
+                         util::ThreadPool* pool) {
   const int64_t E = router_.n_expert, K = router_.n_expert_used;
   std::fill(count_.begin(), count_.end(), 0);
   if (override_ != nullptr) {
     override_->route(layer, n_tok, ids_.data(), weights_.data());
     for (int64_t ts = 0; ts < n_tok * K; ++ts) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(ts)])];
   } else {
-    for (int64_t t = 0; t < n_tok; ++t) {
-      float* l = lg + t * E;
-      if (!rw.bias.empty()) {
-        for (int64_t e = 0; e < E; ++e) l[e] += rw.bias[static_cast<size_t>(e)];
+    // Each token reads and writes only its own rows (logits, probs, ids, weights): any split gives the same bits.
+    const auto route_tokens = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* l = lg + t * E;
+        if (!rw.bias.empty()) {
+          for (int64_t e = 0; e < E; ++e) l[e] += rw.bias[static_cast<size_t>(e)];
+        }
+        route(router_, l, probs_.data() + t * E, ids_.data() + t * K, weights_.data() + t * K);
       }
-      route(router_, l, probs_.data(), ids_.data() + t * K, weights_.data() + t * K);
-      for (int64_t s = 0; s < K; ++s) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(t * K + s)])];
+    };
+    const int64_t n_threads = pool != nullptr && n_tok >= kParallelRouteTokens ? pool->size() : 1;
+    if (n_threads == 1) {
+      route_tokens(0, n_tok);
+    } else {
+      pool->run([&](int i) { route_tokens(n_tok * i / n_threads, n_tok * (i + 1) / n_threads); });
     }
+    for (int64_t ts = 0; ts < n_tok * K; ++ts) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(ts)])];
   }
   if (routing != nullptr) std::copy(ids_.begin(), ids_.begin() + n_tok * K, routing);
 

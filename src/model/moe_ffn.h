@@ -45,8 +45,12 @@ class MoeFfn final : private moe::ExpertConsumer {
 
   // The routing half of forward(), for a block whose products run elsewhere (model/gpu_blocks.h): from the router
   // logits lg[n_tok, n_expert] (the bias is added in place) or the routing override, the chosen experts and their
-  // weights, grouped by expert as below. routing as in forward().
-  void route_batch(int64_t layer, const RouterWeights& rw, float* lg, int64_t n_tok, int32_t* routing);
+  // weights, grouped by expert as below. routing as in forward(). With a pool, a batch of at least
+  // kParallelRouteTokens tokens is routed across it (each token on its own: the same choices and weights).
+  void route_batch(int64_t layer, const RouterWeights& rw, float* lg, int64_t n_tok, int32_t* routing,
+                   util::ThreadPool* pool = nullptr);
+  // Below this many tokens the pool's wake-up costs more than routing them (~3 us a token for 128 experts).
+  static constexpr int64_t kParallelRouteTokens = 32;
   // After route_batch: the distinct experts chosen, ascending; expert e's (token, slot) pairs are positions
   // start(e) .. start(e) + count(e) - 1 of the grouped order, tokens ascending; slot(p) = token * n_expert_used +
   // s of position p, position(ts) its inverse, weight(ts) the mixing weight of (token, slot) ts.
@@ -68,7 +72,7 @@ class MoeFfn final : private moe::ExpertConsumer {
   GluConfig glu_;
   int64_t n_embd_ = 0, n_ff_ = 0;
   std::vector<float> logits_;    // [max_tok, n_expert]: router logits
-  std::vector<float> probs_;     // [n_expert]: routing scratch
+  std::vector<float> probs_;     // [max_tok, n_expert]: routing scratch, a row per token
   std::vector<int32_t> ids_;     // [max_tok, n_expert_used]: chosen experts
   std::vector<float> weights_;   // [max_tok, n_expert_used]: their mixing weights
   std::vector<int32_t> count_;   // [n_expert]: tokens routed to each expert
