@@ -49,10 +49,6 @@ void kquant_ds_ms(uvec4 h, uint s, out float ds, out float ms) {
   ds = dm.x * float(sc);
   ms = dm.y * float(m);
 }
-// The same for the block at byte `b`.
-void kquant_scale_min(uint b, uint s, out uint sc, out uint m) {
-  kquant_scale_min_q(uvec3(u32(b + 4u), u32(b + 8u), u32(b + 12u)), s, sc, m);
-}
 // 16 bytes at `o` as four words: one 16-byte load where `o` is 16-byte aligned (W4, the including shader's uvec4
 // view of W), else four word loads.
 uvec4 u128(uint o) {
