@@ -57,6 +57,9 @@ copy_model() {  # <oracle root relative to $shared> <model>
 }
 for m in $models; do copy_model . "$m"; done
 for m in $incoming; do copy_model "incoming/${m%%/*}" "${m#*/}"; done
+# The routing trace bench/gpu_tier_bench.sh replays.
+mkdir -p "$stage/shared/traces/bigmoeonedge-2026-07-15"
+cp ../shared/traces/bigmoeonedge-2026-07-15/qwen.route.csv "$stage/shared/traces/bigmoeonedge-2026-07-15/"
 
 # libglvnd: NVIDIA's Vulkan driver (libGLX_nvidia.so.0) loads its dispatch library, which GPU container images
 # often lack; the packages are unpacked into the bundle there, never into the machine's system folders.

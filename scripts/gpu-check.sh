@@ -8,12 +8,14 @@
 #   4. writes a synthetic Qwen3-30B-A3B Q4_K_M (`moetier synth`, ~17 GB, kept under build/bench/) and measures
 #      decode and prefill tok/s at -ngl 99 (when it fits the device's memory) and at --n-cpu-moe splits, with the
 #      decode bound (read bandwidth / bytes one decode token reads) and the dispatches per step,
-#   5. profiles decode and prefill at -ngl 99, and decode with every layer's experts on the CPU (--n-cpu-moe at the
+#   5. runs bench/gpu_tier_bench.sh (the VRAM expert tier at 30% of the experts, default and tuned adaptive
+#      parameters, against --n-cpu-moe static placement, driven by the shared Qwen3 routing trace),
+#   6. profiles decode and prefill at -ngl 99, and decode with every layer's experts on the CPU (--n-cpu-moe at the
 #      block count: what the GPU adds to a hybrid layer) (MOETIER_GPU_PROFILE=1: GPU time per kernel, submission
 #      latency).
 #   env: SPLITS ("48 24" --n-cpu-moe values), TOKENS (32 decode tokens), PREFILL (512 prompt tokens), DEVICE (0),
 #        MODEL (build/bench/qwen3-30b-a3b-Q4_K_M.gguf), BUILD (build/gpu-check), SKIP_TESTS=1 (step 3 skipped),
-#        PROFILE=0 (step 5 skipped), PREBUILT=1 (step 1 skipped: $BUILD already holds moetier and tests/test_gpu,
+#        TIER_PAIRS (1; 0 skips step 5), PROFILE=0 (step 6 skipped), PREBUILT=1 (step 1 skipped: $BUILD already holds moetier and tests/test_gpu,
 #        as scripts/gpu-bundle.sh brings them to a machine without glslc or the libraries)
 # A device without a Vulkan driver fails at step 2 with the loader's message: that is the evidence to report.
 set -euo pipefail
@@ -109,6 +111,13 @@ for n in $splits; do
   [ "$n" -le "$n_layer" ] || continue
   row "-ngl 99 --n-cpu-moe $n" -ngl 99 --n-cpu-moe "$n"
 done
+
+if [ "${TIER_PAIRS:-1}" != 0 ]; then
+  echo
+  echo "== the VRAM expert tier against static placement (bench/gpu_tier_bench.sh, issue 23)"
+  BIN=$bin PAIRS=${TIER_PAIRS:-1} DEVICE=$device OUT=$out/tier bash bench/gpu_tier_bench.sh "$model" ||
+    echo "(the tier benchmark failed: see $out/tier)"
+fi
 
 if [ "${PROFILE:-1}" != 0 ] && [ "$model_bytes" -lt "$mem" ]; then
   echo

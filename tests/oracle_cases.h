@@ -79,7 +79,9 @@ struct OracleCase {
 // Runs every case of reference `ref_name` (p1, p2, plong) through m: the prompt as one batch, then one token at
 // a time, as the reference did. Fails the calling test (non-fatally) on a shape mismatch; a missing case is
 // left out (the caller checks the count).
-inline std::vector<OracleCase> run_oracle_cases(model::Model& m, const std::string& ref_name) {
+// `hooks`, when given, sees each evaluation's steps (model::evaluate).
+inline std::vector<OracleCase> run_oracle_cases(model::Model& m, const std::string& ref_name,
+                                                model::StepHooks* hooks = nullptr) {
   namespace fs = std::filesystem;
   std::vector<OracleCase> cases;
   for (const char* prompt : {"p1", "p2", "plong"}) {
@@ -87,7 +89,7 @@ inline std::vector<OracleCase> run_oracle_cases(model::Model& m, const std::stri
     if (!fs::exists(case_json)) continue;
     const nlohmann::json j = util::read_json_lenient(case_json);
     const model::TokenInput in = model::read_token_input(case_json.string(), 0);
-    OracleCase c{prompt, in.tokens, model::evaluate(m, in.tokens, in.n_prefill), {}, {}};
+    OracleCase c{prompt, in.tokens, model::evaluate(m, in.tokens, in.n_prefill, hooks), {}, {}};
     const std::vector<float> ref = util::read_f32(case_json.parent_path() / j["logits_file"].get<std::string>());
     EXPECT_EQ(j["logits_rows"].get<int64_t>(), c.result.n_rows) << case_json;
     EXPECT_EQ(static_cast<int64_t>(ref.size()), c.result.n_rows * c.result.n_vocab) << case_json;

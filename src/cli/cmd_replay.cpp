@@ -1,6 +1,8 @@
 // `moetier replay TRACE... [--cache-mb N | --cache-experts N] [--policy NAME] ...`: replay route traces through
 // an expert-cache policy and report hit rates, misses and bytes read, with the recording engine's batch
-// semantics (src/sim/batches.h). The policies are the engine's own objects (src/moe/cache_policy.h).
+// semantics (src/sim/batches.h). The policies are the engine's own objects (src/moe/cache_policy.h). With
+// --tier vram, the VRAM expert tier's bookkeeping instead (src/sim/vram_replay.h).
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -13,11 +15,13 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "engine/engine_config.h"
+#include "moe/adapt_rule.h"
 #include "moe/cache_policy.h"
 #include "moe/heat_profile.h"
 #include "sim/batches.h"
 #include "sim/hot_list.h"
 #include "sim/replay.h"
+#include "sim/vram_replay.h"
 #include "trace/route_trace.h"
 #include "util/error.h"
 
@@ -46,6 +50,7 @@ struct Opts {
   bool strict = false;
   std::string cache_warm;  // heat profile for a warm start
   std::string write_heat;  // heat profile to write from the replayed decode steps
+  std::string tier = "ram";  // ram: the RAM expert cache; vram: the VRAM tier
 };
 
 // The decode hit rate over the warm-up windows a warm start is judged on, and after them.
@@ -115,8 +120,80 @@ void print_text(const std::string& trace, const sim::BatchedTrace& t, const sim:
              r.rows_compared);
 }
 
+// One slot of the engine's VRAM tier holds gate, up and down each from a 256-byte boundary (moe/vram_tier.h); the
+// trace knows only each layer's expert bytes, so a slot is taken as the largest of them plus the most padding.
+uint64_t vram_slot_bytes(const trace::TraceHeader& h) {
+  uint64_t most = 0;
+  for (const trace::TraceLayer& l : h.layers) most = std::max(most, l.expert_bytes);
+  return (most + 3 * 255) / 256 * 256;
+}
+
+void run_replay_vram(const Opts& o, const CLI::App& cmd) {
+  for (const char* flag : {"--policy", "--profile", "--static-warm", "--lfu-decay", "--cliff-guard", "--cache-warm",
+                           "--write-heat", "--strict"}) {
+    if (cmd.count(flag)) fail("replay: {} does not apply to --tier vram (its policy is the adaptive tier's)", flag);
+  }
+  json all = json::array();
+  for (const std::string& path : o.traces) {
+    const sim::BatchedTrace t = sim::make_batches(trace::read_route_trace(path));
+    const uint64_t slot = vram_slot_bytes(t.header);
+    const int64_t total = static_cast<int64_t>(t.header.n_moe_layers) * t.header.n_expert;
+    sim::VramReplayOptions vo;
+    vo.slots = o.cache_experts > 0 ? o.cache_experts
+                                   : static_cast<int64_t>(static_cast<uint64_t>(o.cache_mb * kMiB) / slot);
+    vo.slots = std::min(vo.slots, total);
+    if (vo.slots < 1) fail("replay: --cache-mb {} holds no VRAM slot of {} bytes", o.cache_mb, slot);
+    vo.decode_only = o.phase == "decode";
+    // As the engine decides: the rule over RAM (swaps are copies), then explicit values.
+    const moe::AdaptDecision d = moe::decide_adapt({vo.slots, total, moe::SlowTier::ram, o.adapt_tuned});
+    vo.params = d.params;
+    if (cmd.count("--adapt-every")) vo.params.adapt_every = o.adapt_every;
+    if (cmd.count("--adapt-swaps")) vo.params.adapt_swaps = o.adapt_swaps;
+    if (cmd.count("--adapt-decay")) vo.params.adapt_decay = o.adapt_decay;
+    const sim::VramReplayResult r = sim::replay_vram(t, vo);
+    const auto counts = [](const moe::SlotTierCounters& c) {
+      return json{{"lookups", c.lookups}, {"hits", c.hits},           {"fills", c.fills},
+                  {"cpu", c.misses_slow}, {"hit_rate", 100.0 * c.hit_rate()},
+                  {"swaps", c.swaps_landed}, {"swap_mib", static_cast<double>(c.swap_bytes) / kMiB}};
+    };
+    if (o.json) {
+      all.push_back({{"trace", path},
+                     {"tier", "vram"},
+                     {"slots", r.slots},
+                     {"slot_bytes", o.cache_experts > 0 ? 0 : slot},
+                     {"adapt", d.reason},
+                     {"adapt_every", vo.params.adapt_every},
+                     {"adapt_swaps", vo.params.adapt_swaps},
+                     {"adapt_decay", vo.params.adapt_decay},
+                     {"prefill_tokens", r.prefill_tokens},
+                     {"decode_tokens", r.decode_tokens},
+                     {"prefill", counts(r.prefill)},
+                     {"decode", counts(r.decode)},
+                     {"cpu_per_layer_round", r.cpu_per_layer_round()}});
+      continue;
+    }
+    fmt::print("{}: {} ({} layers x {} experts, top-{}), {} prompt + {} decode tokens replayed\n", path,
+               t.header.arch, t.header.n_moe_layers, t.header.n_expert, t.header.n_expert_used, r.prefill_tokens,
+               r.decode_tokens);
+    fmt::print("  VRAM tier: {} slots ({:.0f}% of {} experts){}; adaptive every {} rounds, {} swaps, x{:g} ({})\n",
+               r.slots, 100.0 * static_cast<double>(r.slots) / static_cast<double>(total), total,
+               o.cache_experts > 0 ? std::string()
+                                   : fmt::format(" of about {} bytes (each part from a 256-byte boundary)", slot),
+               vo.params.adapt_every, vo.params.adapt_swaps, vo.params.adapt_decay, d.reason);
+    for (const auto& [name, c] : {std::pair{"prefill", r.prefill}, std::pair{"decode", r.decode}}) {
+      fmt::print("  {}: {} lookups, hit rate {:.1f}%: {} hits, {} fills (copied into a slot), {} computed by the "
+                 "CPU; {} swap-ins landed ({:.1f} MiB)\n",
+                 name, c.lookups, 100.0 * c.hit_rate(), c.hits, c.fills, c.misses_slow, c.swaps_landed,
+                 static_cast<double>(c.swap_bytes) / kMiB);
+    }
+    fmt::print("  decode misses computed by the CPU per layer and round: {:.3f}\n", r.cpu_per_layer_round());
+  }
+  if (o.json) fmt::print("{}\n", (all.size() == 1 ? all[0] : all).dump(2));
+}
+
 void run_replay(const Opts& o, const CLI::App& cmd) {
   if ((o.cache_mb > 0) == (o.cache_experts > 0)) fail("replay: give exactly one of --cache-mb and --cache-experts (> 0)");
+  if (o.tier == "vram") return run_replay_vram(o, cmd);
   sim::ReplayOptions ro;
   ro.policy = o.policy;
   ro.cache_bytes = static_cast<uint64_t>(o.cache_mb * kMiB);
@@ -231,6 +308,12 @@ void register_replay(CLI::App& app) {
   cmd->add_option("--write-heat", o->write_heat,
                   "write the heat profile of the trace's decode steps (as a streamed run counts them) to this file");
   cmd->add_flag("--strict", o->strict, "strict capacity (fixed slots) instead of the recording engine's budget rule");
+  cmd->add_option("--tier", o->tier,
+                  "ram: the RAM expert cache (--policy); vram: the VRAM expert tier as `run --experts-vram` runs it "
+                  "(fills into free slots, misses computed by the CPU, the adaptive tier's spread swaps; its "
+                  "parameters decided as the engine decides them, --adapt-* win)")
+      ->capture_default_str()
+      ->check(one_of({"ram", "vram"}));
   cmd->callback([o, cmd] { run_replay(*o, *cmd); });
 }
 

@@ -1,11 +1,14 @@
 #include "cli/model_flags.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "cli/flag_checks.h"
 #include "model/kv_cache.h"
+#include "model/model.h"
 #include "moe/dense_weights.h"
 #include "moe/placement.h"
+#include "moe/tier_costs.h"
 #include "util/error.h"
 
 namespace moetier::cli {
@@ -60,6 +63,24 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
       ->capture_default_str()
       ->transform(whole<int>(0, 1024))
       ->group(gg);
+  cmd.add_option("--experts-vram", experts_vram,
+                 "the VRAM expert tier, with -ngl 99: MiB of GPU memory for slots of routed experts, P% (slots for "
+                 "that share of the experts), or auto (the device's memory minus --vram-reserve-mib, the weights "
+                 "and the KV cache); experts outside VRAM stay in RAM, computed by the CPU or copied for their "
+                 "layer (--vram-misses); the adaptive tier (--adapt-*) swaps the most-routed in; off: none")
+      ->capture_default_str()
+      ->type_name("off|auto|MIB|P%")
+      ->group(gg);
+  cmd.add_option("--vram-misses", vram_misses,
+                 "where the VRAM tier's misses run: auto (the CPU pool or over PCIe into a staging slot, as the "
+                 "measured costs say), cpu (all on the CPU pool), pcie (over PCIe while staging slots last); cpu and "
+                 "pcie fix where every expert runs, so a run repeats its bits")
+      ->capture_default_str()
+      ->group(gg);
+  cmd.add_option("--vram-reserve-mib", vram_reserve_mib, "GPU memory --experts-vram auto leaves free, MiB")
+      ->capture_default_str()
+      ->transform(whole<int64_t>(0, static_cast<int64_t>(engine::kMaxMib)))
+      ->group(gg);
   const char* g = "Expert streaming";
   cmd.add_option("--experts", experts,
                  "resident: every expert in RAM (mapped); stream: read routed experts from the file into the expert "
@@ -87,19 +108,23 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "expert cache policy: " + policies + " (adaptive: background swaps, see --adapt-*)")
       ->capture_default_str()
       ->group(g);
-  cmd.add_option("--adapt-every", adapt_every, "adaptive: decode steps (rounds) between swap passes [4, tuned 2]")
+  cmd.add_option("--adapt-every", adapt_every,
+                 "adaptive (the RAM cache, and the VRAM tier): decode steps (rounds) between swap passes [4, tuned 2]")
       ->transform(whole<int32_t>(1))
       ->group(g);
-  cmd.add_option("--adapt-swaps", adapt_swaps, "adaptive: most background swap-ins per pass [96, tuned 192]")
+  cmd.add_option("--adapt-swaps", adapt_swaps,
+                 "adaptive (the RAM cache, and the VRAM tier): most swap-ins per pass [96, tuned 192]")
       ->transform(whole<int32_t>(0))
       ->group(g);
   cmd.add_option("--adapt-decay", adapt_decay,
-                 "adaptive: count multiplier after each pass, in (0, 1] [0.7, tuned 0.92]")
+                 "adaptive (the RAM cache, and the VRAM tier): count multiplier after each pass, in (0, 1] [0.7, "
+                 "tuned 0.92]")
       ->check(real<double>(0.0, 1.0, Ends::open_low))
       ->group(g);
   cmd.add_flag("--adapt-tuned", adapt_tuned,
-               "adaptive: force the tuned parameters (every 2 rounds, 192 swaps, x0.92); by default they apply only "
-               "when the cache holds 20-60% of the experts and swaps would not read the drive")
+               "adaptive (the RAM cache, and the VRAM tier): force the tuned parameters (every 2 rounds, 192 swaps, "
+               "x0.92); by default they apply only when the cache holds 20-60% of the experts and swaps would not "
+               "read the drive")
       ->group(g);
   cmd.add_option("--route-replay", route_replay,
                  "take every MoE layer's experts from this route_trace v1 file instead of the router (prompt tokens "
@@ -159,6 +184,25 @@ engine::EngineConfig ModelFlags::config() const {
   c.n_gpu_layers = n_gpu_layers;
   c.n_cpu_moe = n_cpu_moe;
   c.gpu_device = gpu_device;
+  if (experts_vram == "auto") {
+    c.experts_vram_mib = model::kVramAuto;
+  } else if (!experts_vram.empty() && experts_vram.back() == '%') {
+    char* end = nullptr;
+    const std::string num = experts_vram.substr(0, experts_vram.size() - 1);
+    const double pct = std::strtod(num.c_str(), &end);
+    if (num.empty() || end != num.c_str() + num.size() || !(pct > 0 && pct <= 100))
+      fail("--experts-vram {} is not a percentage in (0, 100]", experts_vram);
+    c.experts_vram_pct = pct;
+  } else if (experts_vram != "off") {
+    const auto mib = parse_whole<int64_t>(experts_vram, 1, static_cast<int64_t>(engine::kMaxMib));
+    if (!mib) {
+      fail("--experts-vram {} is not off, auto, a percentage (30%) or {}", experts_vram,
+           whole_phrase<int64_t>(1, static_cast<int64_t>(engine::kMaxMib)));
+    }
+    c.experts_vram_mib = *mib;
+  }
+  c.vram_reserve_mib = vram_reserve_mib;
+  c.vram_misses = parse_flag("--vram-misses", vram_misses, moe::parse_miss_route);
   c.placement = parse_flag("--experts", experts, moe::parse_placement);
   if (cache_mb != "auto") {
     c.cache_mib = parse_whole<uint64_t>(cache_mb, 0, engine::kMaxMib);

@@ -23,6 +23,9 @@ struct ModelFlags {
   int n_gpu_layers = 0;
   int n_cpu_moe = 0;
   int gpu_device = 0;
+  std::string experts_vram = "off";  // off, auto or MiB
+  int64_t vram_reserve_mib = 1500;
+  std::string vram_misses = "auto";  // auto, cpu or pcie
   // Expert placement and the streaming store.
   std::string experts = "auto";
   std::string cache_mb = "auto";

@@ -77,17 +77,20 @@ std::unique_ptr<telemetry::RunRecorder> make_recorder(const Engine& e, const moe
     }
   }
   const auto settings = resolved_settings(e);
-  return std::make_unique<telemetry::RunRecorder>(ro, inner, stream, md, settings, th);
+  return std::make_unique<telemetry::RunRecorder>(ro, inner, stream, md, settings, th, e.vram_tier());
 }
 
 }  // namespace
 
 void StreamStepHooks::begin(bool prefill) {
-  if (stream_) stream_->set_phase(prefill ? moe::Phase::prefill : moe::Phase::decode);
+  const moe::Phase phase = prefill ? moe::Phase::prefill : moe::Phase::decode;
+  if (stream_) stream_->set_phase(phase);
+  if (tier_) tier_->set_phase(phase);
 }
 
 void StreamStepHooks::end(bool, int64_t, double) {
   if (stream_) stream_->end_step();
+  if (tier_) tier_->end_step();
   if (heat_) heat_->maybe_save();
 }
 
@@ -142,6 +145,10 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   opts.n_gpu_layers = cfg.n_gpu_layers;
   opts.n_cpu_moe = cfg.n_cpu_moe;
   opts.gpu_device = cfg.gpu_device;
+  opts.experts_vram_mib = cfg.experts_vram_mib;
+  opts.experts_vram_pct = cfg.experts_vram_pct;
+  opts.vram_reserve_mib = cfg.vram_reserve_mib;
+  opts.vram_misses = cfg.vram_misses;
   const ContextBytes ctx_bytes = context_bytes(arch, opts.n_ctx, cfg.kv_type, cfg.threads, cfg.n_seq);
   const moe::MemoryReading memory = moe::read_memory();
   e->decide("memory", memory.describe());
@@ -191,8 +198,15 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
     // Before the model is built over the store: the warm start must come before the first fetch.
     e->heat_ = std::make_unique<HeatKeeper>(*e->stream_, *e->file_, cfg, log, later_log(cfg));
   }
+  if (cfg.experts_vram_mib != 0 || cfg.experts_vram_pct > 0) {
+    // Called by the model once it knows the slot count (during load_model, while `log` lives).
+    opts.vram_policy = [&cfg, &log](int64_t slots, int64_t total) {
+      return adapt_params(cfg, slots, total, moe::SlowTier::ram, log);
+    };
+  }
   e->model_ = model::load_model(*e->file_, opts, std::move(experts.source));
   const model::ModelInfo& info = e->model_->info();
+  e->tier_ = e->model_->vram_tier();
   if (e->replay_) e->replay_->check_model(info.n_moe_layers, info.n_expert, info.n_expert_used);
   e->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string moe_part;
@@ -214,6 +228,7 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                            e->load_seconds_));
   log("cpu", fmt::format("{} threads, integer kernels {}", cfg.threads, quant::kernels::int8_kernels_name()));
   if (!info.gpu.empty()) log("gpu", info.gpu);
+  if (!info.experts_vram.empty()) log("experts", info.experts_vram);
   if (cfg.n_gpu_layers == 0 && (cfg.n_cpu_moe > 0 || cfg.gpu_device > 0)) {
     log("note", fmt::format("{} has no effect without -ngl: everything runs on the CPU",
                             cfg.n_cpu_moe > 0 ? "--n-cpu-moe" : "--device"));
@@ -232,7 +247,7 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                             cfg.n_expert_used));
   }
 
-  e->stream_hooks_ = std::make_unique<StreamStepHooks>(e->stream_, e->heat_.get());
+  e->stream_hooks_ = std::make_unique<StreamStepHooks>(e->stream_, e->heat_.get(), e->tier_);
   e->recorder_ = make_recorder(*e, layout, e->stream_hooks_.get(), e->stream_);
   return e;
 }

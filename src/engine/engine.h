@@ -23,6 +23,7 @@
 #include "model/model.h"
 #include "model/route_replay.h"
 #include "moe/streaming_experts.h"
+#include "moe/vram_tier.h"
 #include "telemetry/run_metrics.h"
 
 namespace moetier::engine {
@@ -38,13 +39,15 @@ struct StartDecision {
 // steps, lets the heat keeper save on its schedule.
 class StreamStepHooks final : public model::StepHooks {
  public:
-  StreamStepHooks(moe::StreamingExperts* stream, HeatKeeper* heat) : stream_(stream), heat_(heat) {}
+  StreamStepHooks(moe::StreamingExperts* stream, HeatKeeper* heat, moe::VramTier* tier)
+      : stream_(stream), heat_(heat), tier_(tier) {}
   void begin(bool prefill) override;
   void end(bool prefill, int64_t n_tokens, double seconds) override;
 
  private:
   moe::StreamingExperts* stream_;  // null when experts are resident
   HeatKeeper* heat_;               // null when no heat profile is kept
+  moe::VramTier* tier_;            // null without the VRAM expert tier
 };
 
 class Engine {
@@ -59,6 +62,8 @@ class Engine {
   const model::ModelInfo& info() const { return model_->info(); }
   // The streaming expert store (owned by the model), or null when the experts are resident or there are none.
   moe::StreamingExperts* stream() { return stream_; }
+  // The VRAM expert tier (owned by the model), or null.
+  const moe::VramTier* vram_tier() const { return tier_; }
   const moe::StreamingExperts* stream() const { return stream_; }
   // The step hooks a Generator (or model::evaluate) must call: the recorder, which drives the stream's.
   model::StepHooks* hooks() { return recorder_.get(); }
@@ -93,6 +98,7 @@ class Engine {
   std::unique_ptr<model::RouteReplay> replay_;  // --route-replay; the model routes through it
   std::unique_ptr<model::Model> model_;
   moe::StreamingExperts* stream_ = nullptr;
+  moe::VramTier* tier_ = nullptr;  // the model's VRAM expert tier, or null
   std::unique_ptr<HeatKeeper> heat_;  // when the experts stream
   std::unique_ptr<StreamStepHooks> stream_hooks_;
   std::unique_ptr<telemetry::RunRecorder> recorder_;

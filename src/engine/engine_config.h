@@ -14,6 +14,7 @@
 
 #include "model/kv_cache.h"
 #include "moe/cache_policy.h"
+#include "moe/tier_costs.h"
 #include "moe/dense_weights.h"
 #include "moe/io/read_engine.h"
 #include "moe/placement.h"
@@ -64,6 +65,12 @@ struct EngineConfig {
   int n_gpu_layers = 0;
   int n_cpu_moe = 0;
   int gpu_device = 0;
+  // The VRAM expert tier (model::ModelOptions::experts_vram_mib, moe/vram_tier.h): 0 off, model::kVramAuto (-1)
+  // auto, else MiB of expert slots, at most kMaxMib; vram_reserve_mib is what auto leaves free, at most kMaxMib.
+  int64_t experts_vram_mib = 0;
+  double experts_vram_pct = 0;  // instead of MiB: slots for this % of the experts (model::ModelOptions)
+  int64_t vram_reserve_mib = 1500;
+  moe::MissRoute vram_misses = moe::MissRoute::measured;  // where the tier's misses run (--vram-misses)
 
   // Where the routed experts live and, when they stream, the RAM expert cache over the file.
   moe::Placement placement = moe::Placement::automatic;

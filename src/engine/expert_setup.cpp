@@ -23,13 +23,14 @@ bool is_adaptive(const EngineConfig& cfg) {
   return cfg.cache_policy == "adaptive" || cfg.cache_policy == "adaptive-tuned";
 }
 
-// The adaptive tier's parameters: the rule over tiers (moe::decide_adapt), then explicit --adapt-* values.
+}  // namespace
+
 moe::PolicyParams adapt_params(const EngineConfig& cfg, int64_t cache_slots, int64_t total_experts,
-                               const DecisionLog& log) {
+                               moe::SlowTier slow, const DecisionLog& log) {
   moe::AdaptTierInputs in;
   in.fast_entries = cache_slots;
   in.total_entries = total_experts;
-  in.slow = moe::SlowTier::drive;  // the RAM cache over the model file: every swap-in is a drive read
+  in.slow = slow;
   in.force_tuned = cfg.adapt_tuned || cfg.cache_policy == "adaptive-tuned";
   const moe::AdaptDecision d = moe::decide_adapt(in);
   moe::PolicyParams p = d.params;
@@ -43,6 +44,8 @@ moe::PolicyParams adapt_params(const EngineConfig& cfg, int64_t cache_slots, int
   }
   return p;
 }
+
+namespace {
 
 // Settings that must be right whether or not the experts end up streaming (a resident run ignores them, but a
 // typo should not pass silently).
@@ -58,9 +61,17 @@ void check_stream_settings(const EngineConfig& cfg) {
     }
     fail("--cache-policy '{}' is not one of {}", cfg.cache_policy, list);
   }
-  if (!is_adaptive(cfg) && (cfg.adapt_every || cfg.adapt_swaps || cfg.adapt_decay || cfg.adapt_tuned)) {
-    fail("--adapt-every/--adapt-swaps/--adapt-decay/--adapt-tuned apply to --cache-policy adaptive only (got '{}')",
+  if (!is_adaptive(cfg) && cfg.experts_vram_mib == 0 && cfg.experts_vram_pct <= 0 &&
+      (cfg.adapt_every || cfg.adapt_swaps || cfg.adapt_decay || cfg.adapt_tuned)) {
+    fail("--adapt-every/--adapt-swaps/--adapt-decay/--adapt-tuned apply to --cache-policy adaptive and to the VRAM "
+         "tier (--experts-vram) only (got '{}')",
          cfg.cache_policy);
+  }
+  if (cfg.adapt_every && *cfg.adapt_every < 1) fail("--adapt-every {} must be at least 1 round", *cfg.adapt_every);
+  if (cfg.adapt_swaps && *cfg.adapt_swaps < 0) fail("--adapt-swaps {} must be at least 0", *cfg.adapt_swaps);
+  for (const auto& [flag, mib] : {std::pair{"--experts-vram", cfg.experts_vram_mib},
+                                  std::pair{"--vram-reserve-mib", cfg.vram_reserve_mib}}) {
+    if (mib > static_cast<int64_t>(kMaxMib)) fail("{} {} is more than {} MiB (1 EiB)", flag, mib, kMaxMib);
   }
   for (const auto& [flag, mib] : {std::pair{"--cache-mb", cfg.cache_mib.value_or(0)},
                                   std::pair{"--cache-floor-mb", cfg.cache_floor_mib},
@@ -95,6 +106,13 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& 
   }
   uint64_t file_bytes = 0;
   for (const auto& s : file.shards()) file_bytes += s.file_size;
+  if (cfg.experts_vram_mib != 0 || cfg.experts_vram_pct > 0) {
+    if (cfg.placement == moe::Placement::stream) {
+      fail("--experts-vram keeps the experts outside VRAM in RAM: it does not run with --experts stream yet");
+    }
+    log("experts", "resident (--experts-vram: the experts outside VRAM stay in RAM)");
+    return out;
+  }
   const auto decision = moe::decide_placement(cfg.placement, file_bytes, ctx_bytes.total(), mem_available);
   log("experts", fmt::format("{} ({})", decision.stream ? "stream" : "resident", decision.reason));
   if (!decision.stream) return out;
@@ -122,7 +140,9 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& 
   if (is_adaptive(cfg)) {
     const auto slots = std::min<int64_t>(static_cast<int64_t>(so.cache_bytes / slot_bytes),
                                          static_cast<int64_t>(layout.n_experts_total()));
-    so.policy_params = adapt_params(cfg, slots, static_cast<int64_t>(layout.n_experts_total()), log);
+    // The RAM cache over the model file: every swap-in is a drive read.
+    so.policy_params =
+        adapt_params(cfg, slots, static_cast<int64_t>(layout.n_experts_total()), moe::SlowTier::drive, log);
   }
   auto stream = std::make_unique<moe::StreamingExperts>(file, so);
   log("expert store", stream->describe());

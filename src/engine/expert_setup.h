@@ -13,6 +13,7 @@
 #include "engine/context_memory.h"
 #include "engine/engine_config.h"
 #include "gguf/gguf.h"
+#include "moe/adapt_rule.h"
 #include "moe/expert_layout.h"
 #include "moe/expert_source.h"
 #include "moe/streaming_experts.h"
@@ -25,6 +26,11 @@ using DecisionLog = std::function<void(std::string topic, std::string text)>;
 // Where the lines logged after loading go (the store's I/O fallbacks, a failed heat-profile save): cfg.log as
 // written, else stderr. A copy of the sink, so it outlives the config.
 std::function<void(std::string_view)> later_log(const EngineConfig& cfg);
+
+// The adaptive tier's parameters for a fast tier of cache_slots over total_experts: the rule over tiers
+// (moe::decide_adapt, logged as "adapt-tuned"), then the explicit --adapt-* values (logged when given).
+moe::PolicyParams adapt_params(const EngineConfig& cfg, int64_t cache_slots, int64_t total_experts,
+                               moe::SlowTier slow, const DecisionLog& log);
 
 struct ExpertSetup {
   std::unique_ptr<moe::ExpertSource> source;  // null: the model takes its experts from the mapping

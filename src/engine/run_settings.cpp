@@ -46,6 +46,10 @@ std::vector<std::pair<std::string, std::string>> resolved_settings(const Engine&
     c.emplace_back("n_cpu_moe", std::to_string(cfg.n_cpu_moe));
     c.emplace_back("gpu", info.gpu);
   }
+  if (!info.experts_vram.empty()) {
+    c.emplace_back("experts_vram", info.experts_vram);
+    c.emplace_back("vram_misses", std::string(moe::miss_route_name(cfg.vram_misses)));
+  }
   if (!cfg.route_replay.empty()) c.emplace_back("route_replay", cfg.route_replay);
   for (const auto& kv : cfg.telemetry.settings) c.push_back(kv);
   return c;

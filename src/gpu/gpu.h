@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,28 @@ class GpuBackend : public compute::Backend {
   // Throws moetier::Error for a type without a GPU kernel or when device memory runs out.
   virtual void place(const quant::WeightView& w) = 0;
   virtual uint64_t placed_bytes() const = 0;
+  // Device memory for n_slots slots of slot_bytes (a multiple of 256) each, which the host fills later
+  // (write_slots): the VRAM expert tier's slots (moe/vram_tier.h). Returns the first of n_slots * slot_bytes host
+  // addresses reserved to name the slots' bytes (mapped PROT_NONE: never readable). A WeightView whose data lies
+  // there, 16-byte aligned, with all its rows inside one slot, is a product's weights on the GPU as a placed
+  // matrix's rows are (product(), products_grouped()); its type must be one of `types` (their kernels are built
+  // here). Setup only, before step(). Throws moetier::Error when device memory runs out.
+  virtual const uint8_t* reserve_slots(uint64_t slot_bytes, int64_t n_slots,
+                                       std::span<const quant::GgmlType> types) = 0;
+  // Device bytes of the slots reserved so far.
+  virtual uint64_t slot_bytes_reserved() const = 0;
+  // One host-to-slot copy: src[bytes] to the slot bytes that dst names (all inside one slot of reserve_slots).
+  struct SlotWrite {
+    const uint8_t* dst = nullptr;
+    const uint8_t* src = nullptr;
+    uint64_t bytes = 0;
+  };
+  // Copies the writes through the upload staging buffer on the transfer queue (as many per submission as it
+  // holds). wait: returns when they have landed; else when the last submission's copies are on their way (the
+  // step's next submission waits for them on the device; the next write_slots() for them on the host, before it
+  // reuses the staging buffer). Call between submissions of the step: a product already recorded but not yet
+  // submitted would read the new bytes. Throws moetier::Error for a destination outside the slots.
+  virtual void write_slots(std::span<const SlotWrite> writes, bool wait = true) = 0;
   virtual const DeviceInfo& device() const = 0;
   // The device's read bandwidth in GB/s (10^9 bytes per second): a kernel that reads a device-local buffer of
   // `bytes` (at most the storage buffer range) once per pass, timed over 10 passes in one submission after one

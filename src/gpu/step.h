@@ -138,6 +138,11 @@ class DeviceStep {
   // Runs what was recorded, waits for it, and fills the download() destinations. On an error (a lost device)
   // what was recorded is discarded, as by discard(), before the exception leaves.
   virtual void submit() = 0;
+  // Submits what was recorded without waiting for it: the host works on (a MoE layer's CPU experts) while the GPU
+  // runs it, and the ops recorded next run after it and see its results. The next submit() waits for both and
+  // fills the downloads of both. Uploads recorded after it must not overwrite what it reads (they take other
+  // staging space; the arrays they write must be ones it does not read or write).
+  virtual void submit_async() = 0;
   // Drops what was recorded since the last submit() and the pending downloads: after an error in the middle of a
   // step, so that the next one starts clean.
   virtual void discard() = 0;

@@ -31,6 +31,12 @@ DecoderModel::DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp,
   if (opts.n_gpu_layers < 0) fail("GPU layer count {} is negative", opts.n_gpu_layers);
   if (opts.n_cpu_moe < 0) fail("CPU MoE layer count {} is negative", opts.n_cpu_moe);
   if (opts.gpu_device < 0) fail("GPU device index {} is negative", opts.gpu_device);
+  if (opts.experts_vram_mib < kVramAuto) fail("--experts-vram {} MiB is negative", opts.experts_vram_mib);
+  if (!(opts.experts_vram_pct >= 0 && opts.experts_vram_pct <= 100))
+    fail("--experts-vram {}% is not a percentage in (0, 100]", opts.experts_vram_pct);
+  if ((opts.experts_vram_mib != 0 || opts.experts_vram_pct > 0) && opts.n_gpu_layers == 0)
+    fail("--experts-vram needs the step on the GPU: add -ngl 99 (every block and the output head)");
+  if (opts.vram_reserve_mib < 0) fail("--vram-reserve-mib {} is negative", opts.vram_reserve_mib);
   info_.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : default_context(ArchSummary{.n_ctx_train = hp.n_ctx_train});
   info_.n_batch = std::min(opts.n_batch, info_.n_ctx);
   tok_embd_ = bind_.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
@@ -62,7 +68,12 @@ void DecoderModel::setup(const DecoderSizes& s) {
   xn_ = backend_->activations(static_cast<size_t>(B * D));
   tmp_ = backend_->activations(static_cast<size_t>(B * D));
   route_.assign(static_cast<size_t>(B * K), 0);
-  if (gpu_ != nullptr) info_.gpu += "; " + try_gpu_step(s);
+  if (gpu_ != nullptr && (opts_.experts_vram_mib != 0 || opts_.experts_vram_pct > 0)) setup_vram_tier(s);
+  if (gpu_ != nullptr) {
+    const std::string step = try_gpu_step(s);
+    if (tier_ != nullptr && gpu_blocks_ == nullptr) fail("--experts-vram needs the step on the GPU: {}", step);
+    info_.gpu += "; " + step;
+  }
   // The KV cache in RAM, unless every block runs on the GPU step, which holds its own.
   kv_.clear();
   if (gpu_blocks_ == nullptr || gpu_first_ > 0) {
@@ -96,6 +107,7 @@ std::string DecoderModel::try_gpu_step(const DecoderSizes& s) {
   gs.n_expert_used = info_.n_expert_used;
   gs.n_ff_exp = info_.n_moe_layers > 0 ? moe_.hparams().n_ff_exp : 0;
   gs.norm_eps = hp_.norm_eps;
+  gs.tiered = tier_ != nullptr;
   try {
     gpu_blocks_ = std::make_unique<GpuBlocks>(gpu_->step(), gs);
     // A dry pass over the layers notes the constants each block reads; the routed experts' biases are found in
@@ -133,10 +145,85 @@ std::string DecoderModel::try_gpu_step(const DecoderSizes& s) {
                      info_.n_moe_layers > 0 ? " and per MoE layer on the GPU, whose routing the host reads" : "");
 }
 
+void DecoderModel::setup_vram_tier(const DecoderSizes& s) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  if (info_.n_moe_layers == 0) fail("--experts-vram: {} has no routed experts", file_.path().string());
+  if (!moe_.experts_in_file()) {
+    fail("--experts-vram keeps the experts outside VRAM in RAM, and these stream from the file: add --experts "
+         "resident");
+  }
+  const uint64_t slot = moe::VramTier::slot_bytes_for(moe_.experts());
+  const int64_t total = info_.n_moe_layers * info_.n_expert;
+  // The staging slots of the PCIe share (moe/vram_tier.h) take an eighth of the slots (one at least, when there
+  // are two), at most four per expert a token uses, and none when every expert has a slot (nothing misses).
+  const auto stage_for = [&](int64_t fit) {
+    return fit >= total || fit < 2
+               ? int64_t{0}
+               : std::min<int64_t>({4 * info_.n_expert_used, info_.n_expert, std::max<int64_t>(fit / 8, 1)});
+  };
+  uint64_t budget = 0;
+  std::string why;
+  int64_t slots = 0, n_stage = 0;
+  if (opts_.experts_vram_pct > 0) {
+    // The cache holds this share of the experts; the staging slots come on top.
+    slots = std::min<int64_t>(
+        static_cast<int64_t>(std::ceil(opts_.experts_vram_pct / 100.0 * static_cast<double>(total))), total);
+    n_stage = stage_for(slots < total ? slots + slots / 7 : total);
+    budget = static_cast<uint64_t>(slots + n_stage) * slot;
+    why = fmt::format("--experts-vram {:g}%", opts_.experts_vram_pct);
+  } else if (opts_.experts_vram_mib > 0) {
+    budget = static_cast<uint64_t>(opts_.experts_vram_mib) * kMiB;
+    why = fmt::format("--experts-vram {}", opts_.experts_vram_mib);
+  } else {
+    // The device's memory less what else it holds: the reserve, the placed weights, the KV caches (binary16 K
+    // and V of every block, every sequence); the step's activations are small beside the reserve.
+    uint64_t kv = 0;
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+      const int64_t w = s.layer_kv_width.empty() ? s.kv_width : s.layer_kv_width[static_cast<size_t>(il)];
+      kv += 4 * static_cast<uint64_t>(info_.n_ctx) * static_cast<uint64_t>(w) * static_cast<uint64_t>(opts_.n_seq);
+    }
+    const uint64_t memory = gpu_->device().memory_bytes;
+    const uint64_t taken = static_cast<uint64_t>(opts_.vram_reserve_mib) * kMiB + gpu_->placed_bytes() + kv;
+    budget = memory > taken ? memory - taken : 0;
+    why = fmt::format("auto: {} MiB of device memory - {} reserved (--vram-reserve-mib) - {} of weights - {} of KV "
+                      "cache",
+                      memory / kMiB, opts_.vram_reserve_mib, gpu_->placed_bytes() / kMiB, kv / kMiB);
+  }
+  if (opts_.experts_vram_pct <= 0) {
+    const auto fit = static_cast<int64_t>(budget / slot);
+    n_stage = stage_for(fit);
+    slots = std::min<int64_t>(fit - n_stage, total);
+  }
+  if (slots < 1) {
+    fail("--experts-vram: {:.1f} MiB hold no expert slot of {:.2f} MiB ({}); give more MiB",
+         static_cast<double>(budget) / kMiB, static_cast<double>(slot) / kMiB, why);
+  }
+  const moe::PolicyParams params = opts_.vram_policy ? opts_.vram_policy(slots, total) : moe::PolicyParams{};
+  opts_.vram_policy = nullptr;  // it may refer to the caller's setup state
+  try {
+    tier_ = std::make_unique<moe::VramTier>(*gpu_, moe_.experts(), static_cast<int32_t>(info_.n_expert_used), slots,
+                                            n_stage, params, opts_.vram_misses);
+  } catch (const Error& e) {
+    fail("--experts-vram: cannot reserve {} expert slots on the GPU: {}", slots, e.what());
+  }
+  info_.experts_vram = fmt::format(
+      "{} VRAM slots ({:.0f}% of {}) of {:.2f} MiB{}, {:.1f} MiB ({}); the rest in RAM, computed by the CPU or "
+      "copied for the layer ({}) until the adaptive tier swaps them in",
+      slots, 100.0 * static_cast<double>(slots) / static_cast<double>(total), total,
+      static_cast<double>(slot) / kMiB,
+      n_stage > 0 ? fmt::format(" and {} staging slots for the PCIe share", n_stage) : std::string(),
+      static_cast<double>(slots + n_stage) * static_cast<double>(slot) / kMiB, why,
+      opts_.vram_misses == moe::MissRoute::measured ? "as the measured costs say, --vram-misses auto"
+      : opts_.vram_misses == moe::MissRoute::cpu    ? "all on the CPU, --vram-misses cpu"
+                                                    : "over PCIe while staging slots last, --vram-misses pcie");
+}
+
 std::unique_ptr<compute::Backend> DecoderModel::with_gpu(std::unique_ptr<compute::Backend> cpu, int64_t max_cols,
                                                          int64_t max_tok) {
   const GpuPlacementRequest req{hp_.n_layer, opts_.n_gpu_layers, opts_.n_cpu_moe,
-                                info_.n_moe_layers == 0 || moe_.experts_in_file()};
+                                info_.n_moe_layers == 0 || moe_.experts_in_file(),
+                                (opts_.experts_vram_mib != 0 || opts_.experts_vram_pct > 0) &&
+                                    info_.n_moe_layers > 0};
   const GpuPlacement plan = plan_gpu_placement(file_, bind_.matrices(), req);
   gpu::GpuOptions go;
   go.device = opts_.gpu_device;
@@ -277,6 +364,10 @@ void DecoderModel::ffn_block(float* x, const std::vector<float>& norm, DenseFfn&
 
 void DecoderModel::moe_block(int64_t il, float* x, const std::vector<float>& norm, int64_t n_tok, int32_t* routing) {
   if (on_gpu_step()) {
+    if (tier_ != nullptr) {
+      return gpu_blocks_->moe_block_tiered(il, norm, moe_, moe_.ffn().glu_config(), n_tok, routing,
+                                           backend_->host_pool(), *tier_, *cpu_, xn_.host());
+    }
     if (il >= gpu_expert_first_ && il <= gpu_expert_last_) {
       return gpu_blocks_->moe_block_gpu(il, norm, moe_, moe_.ffn().glu_config(), n_tok, routing,
                                         backend_->host_pool());

@@ -22,6 +22,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/moe_layers.h"
+#include "moe/vram_tier.h"
 #include "quant/matmul.h"
 
 namespace moetier::model {
@@ -41,6 +42,7 @@ class DecoderModel : public Model {
                std::span<int32_t> routing) override;
   void set_sequence(int seq) override;
   compute::BackendCounters backend_counters() const override { return backend_->counters(); }
+  moe::VramTier* vram_tier() override { return tier_.get(); }
 
  protected:
   DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp, const ModelOptions& opts);
@@ -101,6 +103,9 @@ class DecoderModel : public Model {
   // Moves the blocks -ngl placed (and the output head, when placed) onto the GPU step when it can (shared blocks,
   // every placed type with a kernel, an F16 KV cache); says what it did, or why it could not, for the start log.
   std::string try_gpu_step(const DecoderSizes& sizes);
+  // The VRAM expert tier's slots on the GPU (ModelOptions::experts_vram_mib), before the step is made; fills
+  // info_.experts_vram. Throws moetier::Error when the experts stream or no slot fits.
+  void setup_vram_tier(const DecoderSizes& sizes);
   // Whether the block forward_layers() is running (cur_layer_) runs on the GPU step.
   bool on_gpu_step() const { return gpu_blocks_ != nullptr && cur_layer_ >= gpu_first_; }
   gpu::GpuBackend* gpu_ = nullptr;         // inside backend_, with -ngl
@@ -111,6 +116,7 @@ class DecoderModel : public Model {
   bool gpu_kernels_ = false;               // every placed tensor's type has a GPU kernel
   int64_t cur_layer_ = 0;                  // the block forward_layers() is in
   std::unique_ptr<GpuBlocks> gpu_blocks_;  // the step on the GPU, when try_gpu_step succeeded
+  std::unique_ptr<moe::VramTier> tier_;    // the VRAM expert tier, with ModelOptions::experts_vram_mib
   std::vector<int32_t> route_;   // [n_batch, n_expert_used]: one MoE layer's routing
   // forward() after its checks and the embedding lookup into x: the layers and the logits (before the soft-cap).
   void forward_layers(float* x, int64_t pos, int64_t n, std::span<float> logits, LogitsMode mode,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <functional>
 
@@ -59,6 +60,10 @@ GpuBlocks::GpuBlocks(gpu::DeviceStep& step, const GpuBlockSizes& s) : step_(step
   mix_host_.resize(static_cast<size_t>(BK * 2));
   rows_host_.resize(static_cast<size_t>(BK));
   delivered_.resize(static_cast<size_t>(std::max<int64_t>(s.n_expert, 1)));
+  on_gpu_.reserve(static_cast<size_t>(s.n_expert));
+  on_cpu_.reserve(static_cast<size_t>(s.n_expert));
+  tokens_.reserve(static_cast<size_t>(s.n_expert));
+  slot_w_.reserve(static_cast<size_t>(s.n_expert));
   grouped_.reserve(static_cast<size_t>(2 * std::max<int64_t>(s.n_expert, 1)));
 }
 
@@ -72,7 +77,7 @@ void GpuBlocks::finish_setup() {
   // layer's mix or grouped-product table, a download of router logits or of a slice of logits.
   const int64_t B = s_.n_batch, D = s_.n_embd, K = std::max<int64_t>(s_.n_expert_used, 1);
   step_.finish_setup(std::max({B * D, B * s_.max_cols, B * K * 2, 8 * s_.n_expert, B * s_.n_expert,
-                               logit_rows_ * s_.n_vocab}));
+                               logit_rows_ * s_.n_vocab, s_.tiered ? B * K * D : 0}));
   std::sort(consts_.begin(), consts_.end(),
             [](const auto& a, const auto& b) { return std::less<const float*>()(a.first.data(), b.first.data()); });
 }
@@ -201,22 +206,23 @@ void GpuBlocks::ffn_block(std::span<const float> norm, const FfnWeights& w, cons
   step_.product(w.down, round(w.down, gate_, n_tok, F), x_, n_tok, /*accumulate=*/true);
 }
 
-void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers& moe, const GluConfig& glu,
-                              int64_t n_tok, int32_t* routing, util::ThreadPool* pool) {
-  const gpu::DevArray g = dev(norm);
-  if (registering_) {
-    step_.check_product(moe.router(il).gate_inp);
-    return;
-  }
+MoeFfn& GpuBlocks::route(int64_t il, std::span<const float> norm, MoeLayers& moe, int64_t n_tok, int32_t* routing,
+                         util::ThreadPool* pool, float* xn_host) {
   const RouterWeights& rw = moe.router(il);
   assert(rw.expert_scale.empty());  // Gemma 4's per-expert scale: not an architecture that runs here
   MoeFfn& ffn = moe.ffn();
-  const int64_t D = s_.n_embd, E = s_.n_expert, K = s_.n_expert_used, F = s_.n_ff_exp, P = n_tok * K;
-  step_.rms_norm(x_, g, xn_, n_tok, D, s_.norm_eps);
+  const int64_t D = s_.n_embd, E = s_.n_expert;
+  step_.rms_norm(x_, dev(norm), xn_, n_tok, D, s_.norm_eps);
   step_.product(rw.gate_inp, round(rw.gate_inp, xn_, n_tok, D), router_, n_tok);
   step_.download(router_.sub(0, n_tok * E), ffn.logits());
+  if (xn_host != nullptr) step_.download(xn_.sub(0, n_tok * D), xn_host);
   step_.submit();
   ffn.route_batch(moe.ordinal(il), rw, ffn.logits(), n_tok, routing, pool);
+  return ffn;
+}
+
+void GpuBlocks::begin_experts(MoeFfn& ffn, int64_t n_tok) {
+  const int64_t D = s_.n_embd, K = s_.n_expert_used, P = n_tok * K;
   // The experts' input rows in grouped order (at one token every chosen expert reads the token's row itself).
   if (n_tok > 1) {
     for (int64_t p = 0; p < P; ++p) rows_host_[static_cast<size_t>(p)] = ffn.slot(p) / static_cast<int32_t>(K);
@@ -226,35 +232,109 @@ void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers
   n_tok_ = n_tok;
   moe_x_ = {};
   grouped_.clear();
-  moe.experts().fetch(moe.ordinal(il), ffn.chosen(), *this);
-  // Every chosen expert's gate and up: one dispatch each for a layer's gates and ups (their stacks are placed whole).
+}
+
+void GpuBlocks::record_experts(std::span<const int32_t> experts, const GluConfig& glu, int64_t n_tok) {
+  const MoeFfn& ffn = *ffn_;
+  const int64_t D = s_.n_embd, F = s_.n_ff_exp, P = n_tok * s_.n_expert_used;
+  // Every expert's gate and up: one dispatch each for a layer's gates and ups (their stacks are placed whole, or
+  // their slots lie in one buffer).
   step_.products_grouped(grouped_, table_up_);
-  for (const int32_t e : ffn.chosen()) {
+  for (const int32_t e : experts) {
     const moe::ExpertWeights& w = delivered_[static_cast<size_t>(e)];
     const int64_t p0 = ffn.start(e), c = ffn.count(e);
     if (w.gate_bias != nullptr)
       step_.add(gate_.sub(p0 * F, c * F), dev({w.gate_bias, static_cast<size_t>(F)}), c, F, true);
     if (w.up_bias != nullptr) step_.add(up_.sub(p0 * F, c * F), dev({w.up_bias, static_cast<size_t>(F)}), c, F, true);
   }
+  // Over every position: those of experts computed elsewhere hold stale values that nothing reads.
   step_.glu(glu_kind(glu), glu.alpha, glu.limit, gate_, up_, gate_, P * F);
-  const gpu::DevArray h = round(delivered_[static_cast<size_t>(ffn.chosen().front())].down, gate_, P, F);
+  const gpu::DevArray h = round(delivered_[static_cast<size_t>(experts.front())].down, gate_, P, F);
   grouped_.clear();
-  for (const int32_t e : ffn.chosen()) {
+  for (const int32_t e : experts) {
     const int64_t p0 = ffn.start(e), c = ffn.count(e);
     grouped_.push_back({delivered_[static_cast<size_t>(e)].down, h.sub(p0 * F, c * F), slots_.sub(p0 * D, c * D), c});
   }
   step_.products_grouped(grouped_, table_down_);
-  for (const int32_t e : ffn.chosen()) {
+  for (const int32_t e : experts) {
     const float* b = delivered_[static_cast<size_t>(e)].down_bias;
     const int64_t p0 = ffn.start(e), c = ffn.count(e);
     if (b != nullptr) step_.add(slots_.sub(p0 * D, c * D), dev({b, static_cast<size_t>(D)}), c, D, true);
   }
+}
+
+void GpuBlocks::combine_experts(const MoeFfn& ffn, int64_t n_tok) {
+  const int64_t D = s_.n_embd, K = s_.n_expert_used, P = n_tok * K;
   for (int64_t ts = 0; ts < P; ++ts) {
     mix_host_[static_cast<size_t>(2 * ts)] = static_cast<float>(ffn.position(ts));
     mix_host_[static_cast<size_t>(2 * ts + 1)] = ffn.weight(ts);
   }
   step_.upload(mix_host_.data(), mix_.sub(0, 2 * P));
   step_.combine(slots_, mix_, x_, n_tok, K, D, /*accumulate=*/true);
+}
+
+void GpuBlocks::moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers& moe, const GluConfig& glu,
+                              int64_t n_tok, int32_t* routing, util::ThreadPool* pool) {
+  if (registering_) {
+    dev(norm);
+    step_.check_product(moe.router(il).gate_inp);
+    return;
+  }
+  MoeFfn& ffn = route(il, norm, moe, n_tok, routing, pool, nullptr);
+  begin_experts(ffn, n_tok);
+  moe.experts().fetch(moe.ordinal(il), ffn.chosen(), *this);
+  record_experts(ffn.chosen(), glu, n_tok);
+  combine_experts(ffn, n_tok);
+}
+
+void GpuBlocks::moe_block_tiered(int64_t il, std::span<const float> norm, MoeLayers& moe, const GluConfig& glu,
+                                 int64_t n_tok, int32_t* routing, util::ThreadPool* pool, moe::VramTier& tier,
+                                 compute::Backend& cpu, float* xn_host) {
+  if (registering_) {
+    dev(norm);
+    step_.check_product(moe.router(il).gate_inp);
+    return;
+  }
+  MoeFfn& ffn = route(il, norm, moe, n_tok, routing, pool, xn_host);
+  const auto m = static_cast<int32_t>(moe.ordinal(il));
+  const std::span<const int32_t> chosen = ffn.chosen();
+  tier.lookup(m, chosen);  // copies the experts that just took a slot into it
+  tokens_.clear();
+  for (const int32_t e : chosen) tokens_.push_back(ffn.count(e));
+  tier.share(m, chosen, tokens_);  // the misses that cross PCIe for this layer
+  on_gpu_.clear();
+  on_cpu_.clear();
+  slot_w_.clear();
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (tier.on_slot(i) || tier.staged(i)) {
+      on_gpu_.push_back(chosen[i]);
+      slot_w_.push_back(tier.weights(m, chosen[i]));
+    } else {
+      on_cpu_.push_back(chosen[i]);
+    }
+  }
+  if (!on_gpu_.empty()) {
+    begin_experts(ffn, n_tok);
+    on_experts(on_gpu_, slot_w_);
+    record_experts(on_gpu_, glu, n_tok);
+    // The GPU computes its experts while the CPU computes the others.
+    if (!on_cpu_.empty()) step_.submit_async();
+  }
+  if (!on_cpu_.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ffn.compute_experts(m, moe.experts(), on_cpu_, xn_host, n_tok, cpu);
+    // Each CPU expert's rows of slots_ (its positions are contiguous); the GPU's experts write the others.
+    const int64_t D = s_.n_embd;
+    int64_t positions = 0;
+    for (const int32_t e : on_cpu_) {
+      const int64_t p0 = ffn.start(e), c = ffn.count(e);
+      positions += c;
+      step_.upload(ffn.position_outputs() + p0 * D, slots_.sub(p0 * D, c * D));
+    }
+    tier.observe_cpu(static_cast<int64_t>(on_cpu_.size()), positions,
+                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  combine_experts(ffn, n_tok);
 }
 
 void GpuBlocks::on_experts(std::span<const int32_t> experts, std::span<const moe::ExpertWeights> weights) {

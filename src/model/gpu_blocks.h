@@ -8,6 +8,9 @@
 //     intact) and records the chosen experts' products, their GLU and the weighted sum;
 //   - a MoE block whose experts stay in RAM (--n-cpu-moe, or streamed) downloads its normalised input, runs the CPU
 //     MoE block on it and uploads the block's output, which joins the residual stream on the GPU;
+//   - a MoE block over the VRAM tier (--experts-vram) downloads the router logits and its normalised input, routes,
+//     submits its slot experts' products without waiting, computes the misses on the CPU meanwhile and uploads
+//     their outputs; the weighted sum of both runs on the GPU;
 //   - the logits, or with the output head on the CPU the rows of the residual stream it reads.
 // So a token takes one submission per MoE layer on the GPU plus one (a dense model: one).
 //
@@ -27,6 +30,7 @@
 #include "model/glu.h"
 #include "model/moe_layers.h"
 #include "moe/expert_source.h"
+#include "moe/vram_tier.h"
 
 namespace moetier::model {
 
@@ -44,6 +48,7 @@ struct GpuBlockSizes {
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
   float norm_eps = 1e-6f;
+  bool tiered = false;       // MoE blocks may run moe_block_tiered (the VRAM tier): its uploads are staged too
 };
 
 class GpuBlocks final : private moe::ExpertConsumer {
@@ -69,6 +74,12 @@ class GpuBlocks final : private moe::ExpertConsumer {
   // tokens routed across `pool` (MoeFfn::route_batch; may be null).
   void moe_block_gpu(int64_t il, std::span<const float> norm, MoeLayers& moe, const GluConfig& glu, int64_t n_tok,
                      int32_t* routing, util::ThreadPool* pool);
+  // moe_block with the routed experts in the VRAM tier (moe/vram_tier.h): the chosen experts that hold a slot
+  // are computed here from it, the others by `cpu` where they live, from the layer's normalised input brought
+  // down once into xn_host [n_tok, n_embd]; their outputs go up and every expert's output is combined here.
+  void moe_block_tiered(int64_t il, std::span<const float> norm, MoeLayers& moe, const GluConfig& glu, int64_t n_tok,
+                        int32_t* routing, util::ThreadPool* pool, moe::VramTier& tier, compute::Backend& cpu,
+                        float* xn_host);
   // moe_block with the routed experts computed by `cpu` from host memory; xn_host and out_host are [n_tok, n_embd]
   // host buffers.
   void moe_block_cpu(int64_t il, std::span<const float> norm, MoeLayers& moe, int64_t n_tok, int32_t* routing,
@@ -82,6 +93,16 @@ class GpuBlocks final : private moe::ExpertConsumer {
 
  private:
   void on_experts(std::span<const int32_t> experts, std::span<const moe::ExpertWeights> weights) override;
+  // The router of MoE block il on the normalised input (xn_host: also brought down), then the routing on the host.
+  MoeFfn& route(int64_t il, std::span<const float> norm, MoeLayers& moe, int64_t n_tok, int32_t* routing,
+                util::ThreadPool* pool, float* xn_host);
+  // Gathers a layer's input rows by expert (n_tok > 1) and starts the layer's expert products (on_experts).
+  void begin_experts(MoeFfn& ffn, int64_t n_tok);
+  // Records the products, biases and GLU of the experts on_experts received (`experts`, a layer's chosen or some
+  // of them) into their positions of slots_.
+  void record_experts(std::span<const int32_t> experts, const GluConfig& glu, int64_t n_tok);
+  // x += the weighted sum of each token's expert outputs in slots_.
+  void combine_experts(const MoeFfn& ffn, int64_t n_tok);
   // The device copy of a registered constant containing v (registering: registers v).
   gpu::DevArray dev(std::span<const float> v);
   gpu::DevArray dev_or_empty(std::span<const float> v) { return v.empty() ? gpu::DevArray{} : dev(v); }
@@ -117,6 +138,9 @@ class GpuBlocks final : private moe::ExpertConsumer {
   std::vector<int32_t> rows_host_;  // [n_batch * n_expert_used]: token of each grouped position
   std::vector<moe::ExpertWeights> delivered_;  // [n_expert]: the weights the expert source gave this layer
   std::vector<gpu::GroupedProduct> grouped_;   // [2 * n_expert]: one layer's expert products
+  std::vector<int32_t> on_gpu_, on_cpu_;       // [n_expert] each: a tiered layer's chosen experts, by where they run
+  std::vector<int32_t> tokens_;                // [n_expert]: the token count of each chosen expert
+  std::vector<moe::ExpertWeights> slot_w_;     // [n_expert]: the slot views of on_gpu_
   const Attention* table_for_ = nullptr;  // the attention (RoPE) and call table_ holds
   int64_t table_pos0_ = -1, table_n_ = 0;
   // Per MoE call state for on_experts.

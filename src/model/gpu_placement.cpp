@@ -55,7 +55,7 @@ GpuPlacement plan_gpu_placement(const gguf::GgufModel& file, std::span<const ggu
     const auto il = gguf::block_index(t.name);
     if (!il || !is_expert_stack(t.name) || t.n_dims != 3) continue;
     p.has_experts = true;
-    if (r.experts_in_file && *il >= first_expert && *il < r.n_layer) {
+    if (r.experts_in_file && !r.vram_tier && *il >= first_expert && *il < r.n_layer) {
       const quant::WeightView w{t.type, t.data, t.ne[1] * t.ne[2], t.ne[0], t.row_bytes()};
       add(t.name, w, t.ne[1]);
       layers.insert(*il);
@@ -79,7 +79,9 @@ std::string GpuPlacement::describe(const GpuPlacementRequest& r) const {
   } else {
     s += "; no routed experts";
   }
-  if (!r.experts_in_file) {
+  if (r.vram_tier) {
+    s += " (the VRAM tier holds experts in slots: see experts)";
+  } else if (!r.experts_in_file) {
     s += " (streamed experts are computed on the CPU)";
   } else if (r.n_cpu_moe > first_layer) {
     s += fmt::format(" (--n-cpu-moe {} keeps those of blocks below {} on the CPU)", r.n_cpu_moe, r.n_cpu_moe);

@@ -26,6 +26,7 @@ struct GpuPlacementRequest {
   int n_gpu_layers = 0;    // -ngl, >= 0; values above n_layer mean every block and the output head
   int n_cpu_moe = 0;       // --n-cpu-moe, >= 0
   bool experts_in_file = true;  // the routed experts are read from the file's mapping (not streamed)
+  bool vram_tier = false;       // --experts-vram: no expert stack is placed; the VRAM tier holds experts in slots
 };
 
 struct GpuPlacement {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,8 +25,14 @@
 #include "compute/backend.h"
 #include "gguf/gguf.h"
 #include "model/kv_cache.h"
+#include "moe/cache_policy.h"
 #include "moe/expert_source.h"
+#include "moe/tier_costs.h"
 #include "quant/matmul.h"
+
+namespace moetier::moe {
+class VramTier;
+}
 
 namespace moetier::model {
 
@@ -56,7 +63,20 @@ struct ModelOptions {
   int n_gpu_layers = 0;
   int n_cpu_moe = 0;
   int gpu_device = 0;
+  // The VRAM expert tier (moe/vram_tier.h), with -ngl: 0 off; > 0 MiB of device memory for expert slots; -1
+  // (kVramAuto) the device's memory minus vram_reserve_mib, the placed weights and the KV cache. The experts
+  // stay in RAM (resident) and no expert stack is placed; the step must run on the GPU.
+  int64_t experts_vram_mib = 0;
+  // Instead of MiB (experts_vram_mib 0): slots for this percentage (0, 100] of all the routed experts.
+  double experts_vram_pct = 0;
+  int64_t vram_reserve_mib = 1500;
+  moe::MissRoute vram_misses = moe::MissRoute::measured;  // where the tier's misses run (moe/vram_tier.h)
+  // The adaptive tier's parameters for `slots` slots over `total` experts (the engine's rule and --adapt-*
+  // flags, moe::decide_adapt over RAM); called once at setup, during the model's construction. Null: defaults.
+  std::function<moe::PolicyParams(int64_t slots, int64_t total)> vram_policy;
 };
+
+inline constexpr int64_t kVramAuto = -1;
 
 struct ModelInfo {
   std::string architecture;  // general.architecture
@@ -73,6 +93,9 @@ struct ModelInfo {
   // What lives on the GPU, for the start log ("device 0 llvmpipe (...) (cpu): blocks 0..3 of 4 and the output
   // head; the routed experts of blocks 0..3; 8.0 MiB of weights in device memory"); empty when n_gpu_layers is 0.
   std::string gpu;
+  // The VRAM expert tier's slots and why ("7542 VRAM slots (30% of 24576) of 2.9 MiB, 21.6 GiB as given; the rest
+  // in RAM"); empty without one.
+  std::string experts_vram;
 };
 
 // What an architecture says about a file before loading it: the sizes that its defaults and memory estimates
@@ -124,6 +147,8 @@ class Model {
   // ask this before keeping a prefix.
   // The device submissions and dispatches of every forward() so far (zero on the CPU).
   virtual compute::BackendCounters backend_counters() const { return {}; }
+  // The VRAM expert tier (ModelOptions::experts_vram_mib), or null.
+  virtual moe::VramTier* vram_tier() { return nullptr; }
   virtual bool can_keep(int64_t n_keep, int64_t n_past) const {
     (void)n_keep;
     (void)n_past;

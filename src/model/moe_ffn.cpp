@@ -51,6 +51,22 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
   }
 }
 
+void MoeFfn::compute_experts(int64_t layer, moe::ExpertSource& source, std::span<const int32_t> experts,
+                             const float* x, int64_t n_tok, compute::Backend& be) {
+  x_ = x;
+  rw_ = nullptr;
+  n_tok_ = n_tok;
+  be_ = &be;
+  weigh_ = false;
+  try {
+    source.fetch(layer, experts, *this);
+  } catch (...) {
+    weigh_ = true;
+    throw;
+  }
+  weigh_ = true;
+}
+
 void MoeFfn::route_batch(int64_t layer, const RouterWeights& rw, float* lg, int64_t n_tok, int32_t* routing,
                          util::ThreadPool* pool) {
   const int64_t E = router_.n_expert, K = router_.n_expert_used;
@@ -143,6 +159,15 @@ void MoeFfn::on_experts(std::span<const int32_t> experts, std::span<const moe::E
   be_->matmul_groups(std::span<const quant::ProductGroup>(groups_.data(), n));
   for (size_t i = 0; i < n; ++i) {
     const float* bias = weights[i].down_bias;
+    if (!weigh_) {
+      if (bias == nullptr) continue;
+      const auto e = static_cast<size_t>(experts[i]);
+      for (int64_t p = start_[e]; p < start_[e] + count_[e]; ++p) {
+        float* y = per_slot_.data() + p * D;
+        for (int64_t j = 0; j < D; ++j) y[j] += bias[j];
+      }
+      continue;
+    }
     const auto e = static_cast<size_t>(experts[i]);
     for (int64_t p = start_[e]; p < start_[e] + count_[e]; ++p) {
       const float wt = weights_[static_cast<size_t>(slots_[static_cast<size_t>(p)])];

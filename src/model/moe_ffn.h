@@ -60,6 +60,13 @@ class MoeFfn final : private moe::ExpertConsumer {
   int32_t slot(int64_t p) const { return slots_[static_cast<size_t>(p)]; }
   int32_t position(int64_t ts) const { return pos_[static_cast<size_t>(ts)]; }
   float weight(int64_t ts) const { return weights_[static_cast<size_t>(ts)]; }
+  // After route_batch, for a block that computes only some experts here (model/gpu_blocks.h's tiered block):
+  // the outputs of `experts` (some of chosen()) computed by `be` from `source`'s weights of MoE layer `layer`,
+  // down(glu(gate x + bg, up x + bu)) + bd, not yet weighted, at rows start(e) .. start(e) + count(e) - 1 of
+  // position_outputs() [n_tok * n_expert_used, n_embd]; x [n_tok, n_embd] as in forward().
+  void compute_experts(int64_t layer, moe::ExpertSource& source, std::span<const int32_t> experts, const float* x,
+                       int64_t n_tok, compute::Backend& be);
+  const float* position_outputs() const { return per_slot_.data(); }
   // The router logits buffer [max_tok, n_expert], for a caller of route_batch to fill.
   float* logits() { return logits_.data(); }
   // Routes through `o` instead of the router from now on (null: the router). `o` must outlive the block.
@@ -95,6 +102,7 @@ class MoeFfn final : private moe::ExpertConsumer {
   const RouterWeights* rw_ = nullptr;
   int64_t n_tok_ = 0;
   compute::Backend* be_ = nullptr;
+  bool weigh_ = true;  // on_experts weighs each position's output (false: compute_experts)
 };
 
 }  // namespace moetier::model

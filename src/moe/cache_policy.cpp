@@ -130,12 +130,17 @@ void CachePolicy::access(int32_t layer, std::span<const int32_t> experts, Phase 
       state_[idx] = kResident;
       batch_misses_.push_back(idx);
       on_insert(idx, pos, phase);
-    } else if (!(warm_hold_ && phase == Phase::prefill && free_capacity() < weight_[layer]) && admit(idx, phase)) {
-      make_resident(idx);
-      batch_misses_.push_back(idx);
-      on_insert(idx, pos, phase);
     } else {
-      out.not_retained.push_back(experts[i]);
+      // A warm-held prefill, and free-only admission, take free capacity only.
+      const bool free_only =
+          (warm_hold_ && phase == Phase::prefill) || cfg_.admission == CacheConfig::Admission::free_only;
+      if ((!free_only || free_capacity() >= weight_[layer]) && admit(idx, phase)) {
+        make_resident(idx);
+        batch_misses_.push_back(idx);
+        on_insert(idx, pos, phase);
+      } else {
+        out.not_retained.push_back(experts[i]);
+      }
     }
   }
   evict_until_fits(layer, out);

@@ -70,6 +70,9 @@ struct PolicyParams {
   double adapt_decay = 0.7;        // every count is multiplied by this after each pass
   double adapt_min_count = 2.0;    // a non-resident expert needs at least this decayed count to swap in
   double adapt_margin = 1.5;       // and must beat the resident it replaces by at least this much
+  // Pair candidates with the coldest residents of all layers (the VRAM tier, whose slots serve any layer), not
+  // of their own layer (the RAM cache's rule).
+  bool adapt_global = false;
   // lfu-decay: an access at step t weighs decay^-t, i.e. older accesses fade by this factor per step.
   double lfu_decay = 0.9;
   // static: the pinned hot list, hottest first; filled in order until the capacity is reached.
@@ -98,6 +101,11 @@ struct CacheConfig {
   int64_t capacity_entries = 0;  // > 0: slot count (entries weigh 1); exactly one of the two must be set
   bool strict = false;           // strict capacity (engine slots) instead of the recording engine's budget rule
   bool cliff_guard = true;       // protect a per-layer quota when capacity < one token's working set
+  // What a miss does: `always` becomes resident, evicting as needed (the RAM cache reads a miss into a slot
+  // anyway); `free_only` becomes resident only into free capacity and never evicts (the VRAM tier computes a
+  // miss where it lives: moe/slot_tier.h), so only a swap pass replaces residents.
+  enum class Admission : uint8_t { always, free_only };
+  Admission admission = Admission::always;
   PolicyParams params;
 };
 

@@ -100,6 +100,16 @@ std::vector<ModelShape> all_presets() {
     v.push_back(s);
   }
   {
+    // qwen3-30b-a3b-narrow: Qwen3-30B-A3B's routing shape (48 layers of 128 experts, top-8) at the width of the
+    // tests, so that its real routing traces (--route-replay) drive a model a CPU device runs quickly: the VRAM
+    // tier's counts on lavapipe (bench/gpu_tier_bench.sh). ~0.7 GB at Q4_K_M.
+    ModelShape s = copy_of(v, "qwen3-30b-a3b");
+    s.preset = "qwen3-30b-a3b-narrow"; s.display_name = "synthetic narrow Qwen3-30B-A3B";
+    s.n_embd = 256; s.n_ff_exp = 256; s.n_ff = 512; s.n_head = 4; s.n_head_kv = 2; s.head_dim = 64;
+    s.n_vocab = 4096; s.n_ctx_train = 4096;
+    v.push_back(s);
+  }
+  {
     ModelShape s;  // tiny: a qwen3moe small enough for tests and the README demo (~25 MB at Q4_K_M)
     s.preset = "tiny"; s.arch = "qwen3moe"; s.display_name = "synthetic tiny qwen3moe";
     s.n_layer = 8; s.n_expert = 32; s.n_expert_used = 4; s.n_embd = 256; s.n_ff_exp = 256; s.n_ff = 512;

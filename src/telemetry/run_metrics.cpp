@@ -75,7 +75,7 @@ std::pair<int64_t, std::string> steady_skip(std::span<const StepRow> rows, int64
   return {-1, "none"};
 }
 
-RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double peak_rss) {
+RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double peak_rss, int64_t n_moe_layers) {
   RunSummary s;
   s.steps = static_cast<int64_t>(rows.size());
   std::tie(s.steady_skip, s.steady_rule) = steady_skip(rows, flag_skip);
@@ -84,7 +84,28 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
   bool cpu_ok = true, flt_ok = true, swaps_ok = !rows.empty();
   double cpu = 0;
   int64_t flt = 0, swaps = 0, swap_bytes = 0;
+  const bool tier = !rows.empty() && rows.front().vram_hits >= 0;
+  int64_t decode_cpu = 0, decode_pcie = 0;
+  if (tier) {
+    s.vram_hits = s.vram_fills = s.vram_cpu = s.vram_swaps = s.vram_copy_bytes = s.vram_pcie = s.vram_pcie_bytes = 0;
+    s.vram_cpu_ms = s.vram_copy_ms = 0;
+  }
   for (const auto& r : rows) {
+    if (tier) {
+      s.vram_hits += r.vram_hits;
+      s.vram_fills += r.vram_fills;
+      s.vram_cpu += r.vram_cpu;
+      s.vram_swaps += r.vram_swaps;
+      s.vram_copy_bytes += r.vram_copy_bytes;
+      s.vram_cpu_ms += r.vram_cpu_ms;
+      s.vram_copy_ms += r.vram_copy_ms;
+      s.vram_pcie += r.vram_pcie;
+      s.vram_pcie_bytes += r.vram_pcie_bytes;
+      if (!r.prefill) {
+        decode_cpu += r.vram_cpu;
+        decode_pcie += r.vram_pcie;
+      }
+    }
     if (r.prefill) {
       s.prefill_tokens += r.steps;
       s.prefill_ms += r.wall_ms;
@@ -128,6 +149,15 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
   s.peak_rss_mib = peak_rss;
   s.swaps = swaps_ok ? swaps : -1;
   s.swap_bytes = swaps_ok ? swap_bytes : -1;
+  if (tier) {
+    const int64_t lookups = s.vram_hits + s.vram_fills + s.vram_cpu + s.vram_pcie;
+    s.vram_hit_pct = lookups > 0 ? 100.0 * static_cast<double>(s.vram_hits) / static_cast<double>(lookups) : -1.0;
+    if (n_moe_layers > 0 && s.decode_tokens > 0) {
+      const auto rounds = static_cast<double>(s.decode_tokens * n_moe_layers);
+      s.vram_cpu_per_layer = static_cast<double>(decode_cpu) / rounds;
+      s.vram_pcie_per_layer = static_cast<double>(decode_pcie) / rounds;
+    }
+  }
   return s;
 }
 
@@ -143,11 +173,15 @@ std::string summary_fields(const RunSummary& s) {
       "steady_rule={} steady_tokens={} steady_ms={:.3f} hits={} misses={} hit_pct={:.4f} evictions={} "
       "read_bytes={} reread_bytes={} io_ms={:.3f} stall_ms={:.3f} mgmt_ms={:.3f} compute_ms={:.3f} wall_ms={:.3f} "
       "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f} swaps={} swap_bytes={} interrupted={} bound={} "
-      "first8_hit_pct={:.4f} first16_hit_pct={:.4f} first32_hit_pct={:.4f} steady_hit_pct={:.4f}",
+      "first8_hit_pct={:.4f} first16_hit_pct={:.4f} first32_hit_pct={:.4f} steady_hit_pct={:.4f} vram_hits={} "
+      "vram_fills={} vram_cpu={} vram_swaps={} vram_copy_bytes={} vram_cpu_ms={:.3f} vram_copy_ms={:.3f} "
+      "vram_hit_pct={:.4f} vram_cpu_per_layer={:.4f} vram_pcie={} vram_pcie_bytes={} vram_pcie_per_layer={:.4f}",
       s.steps, s.prefill_tokens, s.prefill_ms, s.decode_tokens, s.decode_ms, s.steady_skip, s.steady_rule,
       s.steady_tokens, s.steady_ms, s.hits, s.misses, s.hit_pct, s.evictions, s.read_bytes, s.reread_bytes, s.io_ms,
       s.stall_ms, s.mgmt_ms, s.compute_ms, s.wall_ms, s.cpu_ms, s.majflt, s.peak_rss_mib, s.swaps, s.swap_bytes,
-      s.interrupted, step_bound(s), s.first_hit_pct[0], s.first_hit_pct[1], s.first_hit_pct[2], s.steady_hit_pct);
+      s.interrupted, step_bound(s), s.first_hit_pct[0], s.first_hit_pct[1], s.first_hit_pct[2], s.steady_hit_pct,
+      s.vram_hits, s.vram_fills, s.vram_cpu, s.vram_swaps, s.vram_copy_bytes, s.vram_cpu_ms, s.vram_copy_ms,
+      s.vram_hit_pct, s.vram_cpu_per_layer, s.vram_pcie, s.vram_pcie_bytes, s.vram_pcie_per_layer);
 }
 
 std::string format_summary(const RunSummary& s, int lanes) {
@@ -166,7 +200,8 @@ std::string format_summary(const RunSummary& s, int lanes) {
   else if (s.decode_tokens > 0)
     o += "steady decode: not reached (the running hit rate never stayed within 1 point for 8 tokens; "
          "--steady-skip N sets the warm-up)\n";
-  if (s.hit_pct >= 0 || s.read_bytes > 0) {
+  // With the VRAM tier the running hit rate is the tier's (its own line below); its experts are resident.
+  if ((s.hit_pct >= 0 && s.vram_hits < 0) || s.read_bytes > 0) {
     const double read_mib = static_cast<double>(s.read_bytes) / kMiB;
     const double per_tok = s.decode_tokens > 0 ? s.decode_read_bytes / kMiB / static_cast<double>(s.decode_tokens) : 0;
     o += fmt::format("experts: hit rate {} ({} hits, {} misses), {:.1f} MiB read, {:.2f} MiB per decode token, "
@@ -191,8 +226,20 @@ std::string format_summary(const RunSummary& s, int lanes) {
     if (s.swaps >= 0)
       o += fmt::format("adaptive tier: {} background swap-ins landed, {:.1f} MiB read by them (part of the MiB read)\n",
                        s.swaps, static_cast<double>(s.swap_bytes) / kMiB);
-  } else {
+  } else if (s.vram_hits < 0) {
     o += "experts: resident (no reads, no cache)\n";
+  }
+  if (s.vram_hits >= 0) {
+    o += fmt::format("vram tier: hit rate {:.1f}% ({} hits; misses: {} copied into a free slot, {} computed by the "
+                     "CPU in {:.0f} ms, {} crossed PCIe for their layer ({:.1f} MiB)){}; {} swap-ins landed, {:.1f} "
+                     "MiB copied into slots in {:.0f} ms\n",
+                     s.vram_hit_pct, s.vram_hits, s.vram_fills, s.vram_cpu, s.vram_cpu_ms, s.vram_pcie,
+                     static_cast<double>(s.vram_pcie_bytes) / kMiB,
+                     s.vram_cpu_per_layer >= 0
+                         ? fmt::format("; per layer and decode round {:.2f} misses on the CPU, {:.2f} over PCIe",
+                                       s.vram_cpu_per_layer, s.vram_pcie_per_layer)
+                         : std::string(),
+                     s.vram_swaps, static_cast<double>(s.vram_copy_bytes) / kMiB, s.vram_copy_ms);
   }
   auto share = [&](double ms) { return s.wall_ms > 0 ? 100.0 * ms / s.wall_ms : 0.0; };
   o += fmt::format("time: {:.0f} ms in steps: compute {:.0f} ms ({:.0f}%, the compute thread's CPU time), I/O stall "
@@ -205,8 +252,8 @@ std::string format_summary(const RunSummary& s, int lanes) {
 
 RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, const moe::StreamingExperts* stream,
                          const ModelDesc& model, std::span<const std::pair<std::string, std::string>> config,
-                         const trace::TraceHeader& trace_header)
-    : opts_(opts), inner_(inner), stream_(stream), model_(model) {
+                         const trace::TraceHeader& trace_header, const moe::VramTier* tier)
+    : opts_(opts), inner_(inner), stream_(stream), model_(model), tier_(tier) {
   rows_.reserve(static_cast<size_t>(std::max<int64_t>(opts.max_steps, 1)));
   if (opts.progress == "text")
     progress_ = 1;
@@ -240,6 +287,11 @@ RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, c
       pre += "# note experts resident: io_ms, read_bytes, stall_ms, mgmt_ms and the counters hits..reread_bytes are "
              "0 (nothing is read by the expert store; page faults on the mapping show in majflt); swaps and "
              "swap_bytes are -1 (no adaptive tier)\n";
+    pre += "# note vram_*: the VRAM expert tier's counters of the step (lookups of experts in a slot, misses copied "
+           "into a free slot, misses computed by the CPU pool, swap-ins landed, bytes copied into slots by fills and "
+           "swaps, the CPU pool's and those copies' wall time, misses copied into a staging slot for their layer "
+           "(the PCIe share) and their bytes); -1 without a tier; with a tier and resident experts, cache_hit_pct "
+           "is the tier's running hit rate\n";
     pre += "# note a value that could not be measured is -1\n";
     pre += "# note the summary's interrupted= is no for a run that ended as asked, else the signal that stopped it "
            "early (SIGINT: Ctrl-C, SIGTERM); a file without a summary line was cut short (the process was killed)\n";
@@ -267,6 +319,10 @@ void RunRecorder::begin(bool prefill) {
   prefill_ = prefill;
   if (prefill) ++turn_;
   if (stream_) totals0_ = stream_->totals();
+  if (tier_) {
+    tier0_ = tier_->book().counters();
+    tier_stats0_ = tier_->stats();
+  }
   majflt0_ = major_faults();
   proc_cpu0_ = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
   thread_cpu0_ = clock_ms(CLOCK_THREAD_CPUTIME_ID);
@@ -337,12 +393,33 @@ void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
       r.cache_resident_mib = static_cast<double>(stream_->resident_bytes()) / kMiB;
     }
   }
+  if (tier_ != nullptr) {
+    const moe::SlotTierCounters c = tier_->book().counters() - tier0_;
+    r.vram_hits = static_cast<int64_t>(c.hits);
+    r.vram_fills = static_cast<int64_t>(c.fills);
+    const moe::VramTierStats& st = tier_->stats();
+    r.vram_pcie = static_cast<int64_t>(st.staged - tier_stats0_.staged);
+    r.vram_pcie_bytes = static_cast<int64_t>(st.staged_bytes - tier_stats0_.staged_bytes);
+    r.vram_cpu = static_cast<int64_t>(c.misses_slow) - r.vram_pcie;
+    r.vram_swaps = static_cast<int64_t>(c.swaps_landed);
+    r.vram_copy_bytes = static_cast<int64_t>(c.fill_bytes + c.swap_bytes);
+    r.vram_cpu_ms = st.cpu_ms - tier_stats0_.cpu_ms;
+    r.vram_copy_ms = st.copy_ms - tier_stats0_.copy_ms;
+    if (stream_ == nullptr) {
+      run_hits_ += static_cast<uint64_t>(r.vram_hits);
+      run_lookups_ += static_cast<uint64_t>(r.vram_hits + r.vram_fills + r.vram_cpu + r.vram_pcie);
+      r.hit_pct = pct(run_hits_, run_lookups_);
+    }
+  }
   if (rows_.size() < rows_.capacity()) rows_.push_back(r);  // capacity is n_ctx steps: no reallocation
   if (csv_ != nullptr)
-    fmt::print(csv_, "{},{},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.2f},{:.3f},{},{},{},{},{},{}\n",
+    fmt::print(csv_,
+               "{},{},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.2f},{:.3f},{},{},{},{},{},{},{},{},"
+               "{},{},{},{:.3f},{:.3f},{},{}\n",
                r.step, r.steps, prefill ? "prefill" : "decode", r.wall_ms, r.compute_ms, r.io_ms, r.read_bytes,
                r.hit_pct, r.stall_ms, r.mgmt_ms, r.majflt, r.cpu_ms, r.rss_mib, r.cache_resident_mib, r.hits, r.misses,
-               r.evictions, r.reread_bytes, r.swaps, r.swap_bytes);
+               r.evictions, r.reread_bytes, r.swaps, r.swap_bytes, r.vram_hits, r.vram_fills, r.vram_cpu, r.vram_swaps,
+               r.vram_copy_bytes, r.vram_cpu_ms, r.vram_copy_ms, r.vram_pcie, r.vram_pcie_bytes);
   if (progress_ == 1)
     fmt::print(stderr, "[{} {}] {:.1f} tok/s | hit {:.1f}% | read {:.2f} MiB | stall {:.1f} ms\n",
                prefill ? "prefill" : "token", r.step, per_s(static_cast<double>(n_tokens), r.wall_ms), r.hit_pct,
@@ -356,7 +433,7 @@ void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
 }
 
 RunSummary RunRecorder::finish() {
-  RunSummary s = summarize(rows_, opts_.steady_skip, peak_rss_mib());
+  RunSummary s = summarize(rows_, opts_.steady_skip, peak_rss_mib(), model_.n_moe_layers);
   s.interrupted = interrupted_;
   if (csv_ != nullptr) {
     fmt::print(csv_, "# summary {}\n", summary_fields(s));

@@ -33,6 +33,7 @@
 
 #include "model/generator.h"
 #include "moe/streaming_experts.h"
+#include "moe/vram_tier.h"
 #include "trace/route_trace.h"
 
 namespace moetier::telemetry {
@@ -40,7 +41,8 @@ namespace moetier::telemetry {
 // The CSV header, in column order.
 inline constexpr const char* kColumns =
     "step,steps,phase,wall_ms,compute_ms,io_ms,read_bytes,cache_hit_pct,stall_ms,mgmt_ms,majflt,cpu_ms,rss_mib,"
-    "cache_resident_mib,hits,misses,evictions,reread_bytes,swaps,swap_bytes";
+    "cache_resident_mib,hits,misses,evictions,reread_bytes,swaps,swap_bytes,vram_hits,vram_fills,vram_cpu,"
+    "vram_swaps,vram_copy_bytes,vram_cpu_ms,vram_copy_ms,vram_pcie,vram_pcie_bytes";
 
 struct StepRow {
   int64_t step = 0;        // 0-based row number
@@ -62,6 +64,14 @@ struct StepRow {
   // it (part of read_bytes). -1: no adaptive tier (resident experts, no cache, or a policy that never swaps).
   int64_t swaps = -1;
   int64_t swap_bytes = -1;
+  // The VRAM expert tier (moe/vram_tier.h), this step's: lookups of experts in a slot (hits), misses copied into
+  // a slot and computed there (fills), misses computed by the CPU pool from RAM (cpu), swap-ins landed, bytes
+  // copied into slots (fills and swaps), the CPU pool's wall time on its experts and the fills' and swaps' copy
+  // time, and the PCIe share: misses copied into a staging slot for the layer (pcie) and their bytes.
+  // -1 without a tier.
+  int64_t vram_hits = -1, vram_fills = -1, vram_cpu = -1, vram_swaps = -1, vram_copy_bytes = -1;
+  double vram_cpu_ms = -1, vram_copy_ms = -1;
+  int64_t vram_pcie = -1, vram_pcie_bytes = -1;
 };
 
 // What the summary and the report say about a run. Computed from rows; the CSV's `# summary` line holds these.
@@ -89,6 +99,12 @@ struct RunSummary {
   int64_t majflt = -1;
   double peak_rss_mib = -1;  // VmHWM of /proc/self/status; -1: not measured
   int64_t swaps = -1, swap_bytes = -1;  // adaptive tier's landed swap-ins and their bytes; -1: no adaptive tier
+  // The VRAM tier's totals (StepRow's vram_*), -1 without one; vram_cpu_per_layer: the decode's misses computed by
+  // the CPU per MoE layer and round (a round is a decode token), and vram_hit_pct its hit rate over the run.
+  int64_t vram_hits = -1, vram_fills = -1, vram_cpu = -1, vram_swaps = -1, vram_copy_bytes = -1;
+  double vram_cpu_ms = -1, vram_copy_ms = -1, vram_hit_pct = -1, vram_cpu_per_layer = -1;
+  int64_t vram_pcie = -1, vram_pcie_bytes = -1;
+  double vram_pcie_per_layer = -1;  // the decode's PCIe-share misses per MoE layer and round
   // "no" for a run that ended as asked; else the signal that stopped it early ("SIGINT": Ctrl-C, "SIGTERM").
   std::string interrupted = "no";
 };
@@ -96,7 +112,8 @@ struct RunSummary {
 // Warm-up length over decode rows: `flag_skip` >= 0 when given; otherwise the first decode token from which the
 // running hit rate stays within 1 point for 8 tokens (rule "auto"); -1 with rule "none" when it never does.
 std::pair<int64_t, std::string> steady_skip(std::span<const StepRow> rows, int64_t flag_skip);
-RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double peak_rss_mib);
+// n_moe_layers: for the VRAM tier's misses per layer (0: not computed).
+RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double peak_rss_mib, int64_t n_moe_layers = 0);
 // What bounds the run's steps, from their measured times: "compute" (the compute thread's CPU time), "io" (the
 // compute thread waiting for expert reads) or "management" (the expert cache's bookkeeping), whichever took the
 // most; "none" without steps. A run can only get faster by cutting the time of its bound.
@@ -132,9 +149,10 @@ class RunRecorder final : public model::StepHooks {
   // Opens the CSV (writing its preamble) and the route trace. `config` is the resolved configuration, in order.
   // `stream` is null when experts are resident. `trace_header` is used when a route trace is asked for.
   // Throws moetier::Error naming --csv / --route-trace and the path when a file cannot be written.
+  // `tier` is the VRAM expert tier, or null.
   RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, const moe::StreamingExperts* stream,
               const ModelDesc& model, std::span<const std::pair<std::string, std::string>> config,
-              const trace::TraceHeader& trace_header);
+              const trace::TraceHeader& trace_header, const moe::VramTier* tier = nullptr);
   ~RunRecorder() override;
   RunRecorder(const RunRecorder&) = delete;
   RunRecorder& operator=(const RunRecorder&) = delete;
@@ -165,6 +183,9 @@ class RunRecorder final : public model::StepHooks {
   double thread_cpu0_ = 0, proc_cpu0_ = 0;
   int64_t majflt0_ = 0;
   moe::StreamCounters totals0_;
+  const moe::VramTier* tier_ = nullptr;
+  moe::SlotTierCounters tier0_;   // the tier's counters when the step began
+  moe::VramTierStats tier_stats0_;
   uint64_t run_hits_ = 0, run_lookups_ = 0;
   // Residency for the route trace comes from the expert store (StreamingExperts::hit_at_last_fetch). The pass
   // (routed() call: a prefill chunk or a decode token) that last saw each (layer, expert), so that repeats

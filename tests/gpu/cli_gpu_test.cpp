@@ -1,14 +1,18 @@
 // `moetier run` with -ngl / --n-cpu-moe / --device end to end on lavapipe, under the validation layer: the text
 // is the CPU run's, the start log says what lives where, and bad placement values are refused naming the flag.
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/run_cli.h"
+#include "test_support.h"
 
 namespace moetier {
 namespace {
@@ -99,6 +103,69 @@ TEST(CliGpu, ProfileChargesTheGpuTimeToTheStepsKernels) {
     sum += std::stod(w[w.size() - 3]);
   }
   EXPECT_NEAR(sum, busy, busy * 0.01 + 0.1) << r.output;
+}
+
+// The VRAM tier end to end: a run with --experts-vram logs its slots, writes the vram_* columns and records its
+// routing; `moetier replay --tier vram` over that trace with the same slots counts what the run counted (the
+// issue asks for misses within 3%; the same SlotTier over the same batches gives them exactly).
+TEST(CliGpu, VramTierRunAndItsReplayCountTheSameMisses) {
+  const auto dir = test::tmp_dir("cli_gpu_vram_tier");
+  const std::string csv = (dir / "m.csv").string(), trace = (dir / "r.trace").string();
+  const auto r = test::run_shell(kValidated + test::cli_path() + " run -m '" + tiny_qwen3moe() +
+                                 "' --temp 0 -n 48 -p 'Once upon a time there was a tier' -ngl 99 --experts-vram 1 "
+                                 "--adapt-every 1 --csv '" + csv + "' --route-trace '" + trace + "' 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("experts: 7 VRAM slots (11% of 64) of 0.12 MiB and 1 staging slots for the PCIe share"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("vram tier: hit rate"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("vulkan validation"), std::string::npos) << r.output;
+  std::ifstream in(csv);
+  std::string line, summary;
+  while (std::getline(in, line)) {
+    if (line.rfind("# summary ", 0) == 0) summary = line;
+  }
+  const auto field = [&](const std::string& key) {
+    const size_t at = summary.find(" " + key + "=");
+    EXPECT_NE(at, std::string::npos) << key << " in " << summary;
+    return at == std::string::npos ? -1.0 : std::stod(summary.substr(at + key.size() + 2));
+  };
+  // A miss is computed by the CPU or crosses PCIe for its layer: to the tier's book both are misses.
+  const double hits = field("vram_hits"), fills = field("vram_fills"), cpu = field("vram_cpu") + field("vram_pcie");
+  EXPECT_GT(cpu, 0);
+  const auto rep = test::run_cli("replay '" + trace + "' --tier vram --cache-experts 7 --adapt-every 1 --json");
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  const nlohmann::json j = nlohmann::json::parse(rep.output);
+  const double rep_hits = j["prefill"]["hits"].get<double>() + j["decode"]["hits"].get<double>();
+  const double rep_misses = j["prefill"]["fills"].get<double>() + j["decode"]["fills"].get<double>() +
+                            j["prefill"]["cpu"].get<double>() + j["decode"]["cpu"].get<double>();
+  EXPECT_LE(std::abs(rep_misses - (fills + cpu)), 0.03 * (fills + cpu)) << rep.output << "\n" << summary;
+  EXPECT_LE(std::abs(rep_hits - hits), 0.03 * (fills + cpu)) << rep.output << "\n" << summary;
+  const auto policy = test::run_cli("replay '" + trace + "' --tier vram --cache-experts 7 --policy lru");
+  EXPECT_EQ(policy.exit_code, 1) << policy.output;
+  EXPECT_NE(policy.output.find("--policy does not apply to --tier vram"), std::string::npos) << policy.output;
+}
+
+TEST(CliGpu, VramTierValuesAreRefused) {
+  const auto no_ngl = test::run_cli(kRun + " --experts-vram 64");
+  EXPECT_EQ(no_ngl.exit_code, 1) << no_ngl.output;
+  EXPECT_NE(no_ngl.output.find("--experts-vram needs the step on the GPU: add -ngl 99"), std::string::npos)
+      << no_ngl.output;
+  const auto bad = test::run_cli(kRun + " -ngl 99 --experts-vram lots");
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("--experts-vram lots is not off, auto, a percentage (30%) or"), std::string::npos)
+      << bad.output;
+  const auto pct = test::run_cli(kRun + " -ngl 99 --experts-vram 120%");
+  EXPECT_EQ(pct.exit_code, 1) << pct.output;
+  EXPECT_NE(pct.output.find("--experts-vram 120% is not a percentage in (0, 100]"), std::string::npos) << pct.output;
+  const auto share = test::run_cli(kRun + " -ngl 99 --experts-vram 25%");
+  EXPECT_EQ(share.exit_code, 0) << share.output;
+  EXPECT_NE(share.output.find("experts: 16 VRAM slots (25% of 64) of 0.12 MiB and 2 staging slots"),
+            std::string::npos)
+      << share.output;
+  const auto stream = test::run_cli(kRun + " -ngl 99 --experts-vram 1 --experts stream");
+  EXPECT_EQ(stream.exit_code, 1) << stream.output;
+  EXPECT_NE(stream.output.find("--experts stream"), std::string::npos) << stream.output;
 }
 
 TEST(CliGpu, BadPlacementValuesAreRefused) {

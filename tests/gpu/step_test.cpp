@@ -834,6 +834,98 @@ TEST(GpuStepProduct, GroupedExpertsGiveTheBitsOfSingleProducts) {
   }
 }
 
+// The VRAM tier's slots (GpuBackend::reserve_slots): experts copied into slots (write_slots), a gate (Q4_K) and an
+// up (Q8_0) part per slot at 256-byte boundaries, the slots split over buffers of two. Their products, grouped and
+// single, must give the bits of the same experts' products from the placed stacks (the same kernels over the same
+// bytes); a slot rewritten with another expert (a swap) gives that expert's bits; a write outside the slots throws.
+TEST(GpuStepProduct, SlotWeightsGiveTheBitsOfPlacedOnes) {
+  constexpr int64_t kExperts = 6, kRows = 40, kCols = 256, kSlots = 3, kTok = 3;
+  const Matrix gates = random_matrix(GgmlType::Q4_K, kExperts * kRows, kCols, 71),
+               ups = random_matrix(GgmlType::Q8_0, kExperts * kRows, kCols, 72);
+  const auto expert = [&](const Matrix& m, int64_t e) {
+    quant::WeightView v = m.view;
+    v.data = m.view.row(e * kRows);
+    v.rows = kRows;
+    return v;
+  };
+  const auto round_up = [](uint64_t n) { return (n + 255) / 256 * 256; };
+  const uint64_t gate_bytes = kRows * gates.view.row_bytes, up_bytes = kRows * ups.view.row_bytes;
+  const uint64_t up_at = round_up(gate_bytes), slot_bytes = up_at + round_up(up_bytes);
+  auto be = testing::validated_backend(kCols, kExperts * kRows, 8, 2 * slot_bytes, quant::ActivationRounding::exact);
+  be->place(gates.view);
+  be->place(ups.view);
+  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q8_0};
+  const uint8_t* base = be->reserve_slots(slot_bytes, kSlots, types);
+  EXPECT_EQ(be->slot_bytes_reserved(), kSlots * slot_bytes);
+  const auto slot_view = [&](int64_t slot, bool up) {
+    quant::WeightView v = up ? expert(ups, 0) : expert(gates, 0);
+    v.data = base + static_cast<uint64_t>(slot) * slot_bytes + (up ? up_at : 0);
+    return v;
+  };
+  const auto load = [&](int64_t slot, int64_t e) {
+    const GpuBackend::SlotWrite w[] = {{slot_view(slot, false).data, expert(gates, e).data, gate_bytes},
+                                       {slot_view(slot, true).data, expert(ups, e).data, up_bytes}};
+    be->write_slots(w);
+  };
+  int64_t in_slot[kSlots] = {5, 0, 3};
+  for (int64_t s = 0; s < kSlots; ++s) load(s, in_slot[s]);
+  DeviceStep& st = be->step();
+  const DevArray x = st.alloc(kTok * kCols), table = st.alloc(4 * 4 * kSlots);
+  std::vector<DevArray> y_slot, y_placed;
+  for (int64_t i = 0; i < 2 * kSlots; ++i) {
+    y_slot.push_back(st.alloc(kTok * kRows));
+    y_placed.push_back(st.alloc(kTok * kRows));
+  }
+  st.finish_setup();
+  const auto xs = normal(kTok * kCols, 73);
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) {  // a swap: slot 1 now holds expert 2
+      load(1, 2);
+      in_slot[1] = 2;
+    }
+    for (const int64_t n_tok : {int64_t{1}, kTok}) {
+      st.upload(xs.data(), x);
+      std::vector<GroupedProduct> by_slot, placed;
+      for (int64_t s = 0; s < kSlots; ++s) {
+        for (int up = 0; up < 2; ++up) {
+          const size_t i = static_cast<size_t>(2 * s + up);
+          by_slot.push_back({slot_view(s, up != 0), x, y_slot[i], n_tok});
+          placed.push_back({expert(up != 0 ? ups : gates, in_slot[s]), x, y_placed[i], n_tok});
+        }
+      }
+      st.products_grouped(by_slot, table.sub(0, 4 * 2 * kSlots));
+      st.products_grouped(placed, table.sub(4 * 2 * kSlots, 4 * 2 * kSlots));
+      std::vector<std::vector<float>> got_slot(by_slot.size()), got_placed(by_slot.size()), got_single(1);
+      for (size_t i = 0; i < by_slot.size(); ++i) {
+        got_slot[i].assign(static_cast<size_t>(n_tok * kRows), NAN);
+        got_placed[i].assign(static_cast<size_t>(n_tok * kRows), NAN);
+        st.download(y_slot[i].sub(0, n_tok * kRows), got_slot[i].data());
+        st.download(y_placed[i].sub(0, n_tok * kRows), got_placed[i].data());
+      }
+      st.submit();
+      // product() over a slot of the second buffer (slot 2's up).
+      got_single[0].assign(static_cast<size_t>(n_tok * kRows), NAN);
+      st.product(slot_view(2, true), x, y_slot[0], n_tok);
+      st.download(y_slot[0].sub(0, n_tok * kRows), got_single[0].data());
+      st.submit();
+      for (size_t i = 0; i < by_slot.size(); ++i) {
+        EXPECT_EQ(0, std::memcmp(got_slot[i].data(), got_placed[i].data(), got_slot[i].size() * sizeof(float)))
+            << "slot " << i / 2 << (i % 2 == 0 ? " gate" : " up") << " round " << round << " n_tok " << n_tok;
+      }
+      EXPECT_EQ(0, std::memcmp(got_single[0].data(), got_placed[5].data(), got_single[0].size() * sizeof(float)))
+          << "product() over slot 2's up, round " << round << " n_tok " << n_tok;
+    }
+  }
+  // A product whose rows leave their slot is not on the GPU; a write outside the slots is refused.
+  quant::WeightView tall = slot_view(0, true);
+  tall.rows = kRows + 8;
+  EXPECT_THROW(st.check_product(tall), Error);
+  std::vector<uint8_t> junk(slot_bytes + 16);
+  const GpuBackend::SlotWrite outside[] = {{base + slot_bytes - 16, junk.data(), 32}};
+  EXPECT_THROW(be->write_slots(outside), Error);
+  EXPECT_EQ(be->validation_errors(), 0u);
+}
+
 // --- one chain in one submission ---
 
 // x -> RMSNorm (gain) -> gate and up products (Q8_0, Q4_K; running together) -> SwiGLU -> + residual, downloaded
@@ -902,6 +994,55 @@ TEST(GpuStepChain, OpsInOneSubmissionSeeEachOthersResults) {
 }
 
 // --- errors ---
+
+// submit_async: a product runs while the host goes on; what is recorded next (an upload of another array, an add
+// reading both) runs after it and sees its result; its download and the later one land at the next submit().
+// The same chain with a plain submit() gives the same bits; several async submissions in a row reuse the command
+// buffers only once they finished.
+TEST(GpuStepChain, AsyncSubmissionsOrderWithWhatFollows) {
+  constexpr int64_t kCols = 256, kRows = 64;
+  const Matrix w = random_matrix(GgmlType::Q4_K, kRows, kCols, 21);
+  const auto x = normal(kCols, 22), z = normal(kRows, 23);
+  auto be = backend();
+  be->place(w.view);
+  DeviceStep& st = be->step();
+  const DevArray dx = st.alloc(kCols), dy = st.alloc(kRows), dz = st.alloc(kRows);
+  st.finish_setup();
+  const auto chain = [&](bool async, std::vector<float>& y, std::vector<float>& sum) {
+    st.upload(x.data(), dx);
+    st.product(w.view, dx, dy, 1);
+    st.download(dy, y.data());
+    if (async) st.submit_async();
+    st.upload(z.data(), dz);
+    st.add(dz, dy, 1, kRows, false);
+    st.download(dz, sum.data());
+    st.submit();
+  };
+  std::vector<float> y_sync(kRows, NAN), sum_sync(kRows, NAN), y_async(kRows, NAN), sum_async(kRows, NAN);
+  chain(false, y_sync, sum_sync);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    std::fill(y_async.begin(), y_async.end(), NAN);
+    std::fill(sum_async.begin(), sum_async.end(), NAN);
+    chain(true, y_async, sum_async);
+    EXPECT_EQ(0, std::memcmp(y_async.data(), y_sync.data(), y_sync.size() * sizeof(float))) << "repeat " << repeat;
+    EXPECT_EQ(0, std::memcmp(sum_async.data(), sum_sync.data(), sum_sync.size() * sizeof(float)))
+        << "repeat " << repeat;
+  }
+  for (size_t i = 0; i < static_cast<size_t>(kRows); ++i) EXPECT_EQ(sum_sync[i], z[i] + y_sync[i]);
+  // Two async submissions back to back, then a wait: each product lands.
+  std::vector<float> a(kRows, NAN), b(kRows, NAN);
+  st.upload(x.data(), dx);
+  st.product(w.view, dx, dy, 1);
+  st.download(dy, a.data());
+  st.submit_async();
+  st.product(w.view, dx, dz, 1);
+  st.download(dz, b.data());
+  st.submit_async();
+  st.submit();
+  EXPECT_EQ(0, std::memcmp(a.data(), y_sync.data(), a.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(b.data(), y_sync.data(), b.size() * sizeof(float)));
+  EXPECT_EQ(be->validation_errors(), 0u);
+}
 
 TEST(GpuStepErrors, OversizedKvCacheAndTooSmallArraysThrow) {
   auto be = backend();

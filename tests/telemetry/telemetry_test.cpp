@@ -528,8 +528,13 @@ TEST(Report, ColumnsAreFoundByName) {
 // A metrics CSV whose writer was killed ends without its summary, and its last row may be cut mid-line: that
 // row is skipped with a warning naming the file and line, and the totals come from the complete rows. A cut
 // summary line is skipped the same way. Rows that end in a newline stay strict.
+// The columns before the VRAM tier's were added: rows of files written then (a reader finds columns by name).
+constexpr const char* kColumnsBeforeVram =
+    "step,steps,phase,wall_ms,compute_ms,io_ms,read_bytes,cache_hit_pct,stall_ms,mgmt_ms,majflt,cpu_ms,rss_mib,"
+    "cache_resident_mib,hits,misses,evictions,reread_bytes,swaps,swap_bytes";
+
 TEST(Report, ACutLastLineIsSkippedWithAWarning) {
-  const std::string head = "# moetier_metrics v1\n" + std::string(telemetry::kColumns) + "\n";
+  const std::string head = "# moetier_metrics v1\n" + std::string(kColumnsBeforeVram) + "\n";
   const std::string rows = "0,5,prefill,10,9,1,4096,50,0.5,0.1,0,12,100,2,3,3,1,0,-1,-1\n"
                            "1,1,decode,2,2,0,0,60,0,0.1,0,2,100,2,4,0,0,0,-1,-1\n";
   const auto cut = telemetry::parse_metrics(head + rows + "2,1,decode,2.5,2,0,0,6", "cut.csv");
@@ -582,7 +587,7 @@ TEST(Report, RendersARunCutOffMidRow) {
 // read_bytes, hits or step became undefined behaviour or garbage, and inf/nan read as numbers. Each is now an
 // error naming the line and the column; -1 stays valid where it means "not measured".
 TEST(Report, CountColumnsMustBeWholeNumbersInRange) {
-  const std::string head = "# moetier_metrics v1\n" + std::string(telemetry::kColumns) + "\n";
+  const std::string head = "# moetier_metrics v1\n" + std::string(kColumnsBeforeVram) + "\n";
   // step,steps,phase,wall_ms,compute_ms,io_ms,read_bytes,cache_hit_pct,stall_ms,mgmt_ms,majflt,cpu_ms,rss_mib,
   // cache_resident_mib,hits,misses,evictions,reread_bytes,swaps,swap_bytes
   auto row = [](const std::string& read_bytes, const std::string& majflt, const std::string& hits,

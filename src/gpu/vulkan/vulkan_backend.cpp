@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "gpu/vulkan/vulkan_step.h"
 #include "util/error.h"
 
@@ -68,7 +70,14 @@ VulkanBackend::VulkanBackend(const GpuOptions& o)
   reads_.reserve(kMaxJobs);
 }
 
-VulkanBackend::~VulkanBackend() = default;
+VulkanBackend::~VulkanBackend() {
+  try {
+    finish_transfers();  // the staging buffer and the command buffer must outlive their copies
+  } catch (...) {        // a lost device: nothing left to wait for
+  }
+  step_.reset();
+  for (const auto& [addr, size] : reservations_) munmap(addr, size);
+}
 
 void VulkanBackend::place(const quant::WeightView& w) {
   assert(w.memory == quant::Memory::host && !w.empty());
@@ -79,7 +88,12 @@ void VulkanBackend::place(const quant::WeightView& w) {
     fail("a {}-column {} row ({} bytes) exceeds the GPU's storage buffer range of {} bytes", w.cols,
          quant::type_name(w.type), w.row_bytes, opts_.max_buffer_bytes);
   }
-  Placed pl{w.data, w.type, w.rows, w.cols, w.row_bytes, {}};
+  Placed pl;
+  pl.host = w.data;
+  pl.type = w.type;
+  pl.rows = w.rows;
+  pl.cols = w.cols;
+  pl.row_bytes = w.row_bytes;
   for (int64_t r0 = 0; r0 < w.rows; r0 += rows_per_chunk) {
     Chunk c;
     c.row0 = r0;
@@ -94,7 +108,96 @@ void VulkanBackend::place(const quant::WeightView& w) {
   placed_.emplace(w.data, std::move(pl));
 }
 
+const uint8_t* VulkanBackend::reserve_slots(uint64_t slot_bytes, int64_t n_slots,
+                                            std::span<const quant::GgmlType> types) {
+  if (step_ != nullptr) fail("GPU backend: expert slots reserved after the device step was made");
+  if (slot_bytes == 0 || slot_bytes % 256 != 0 || n_slots < 1)
+    fail("GPU backend: {} expert slots of {} bytes (a positive multiple of 256)", n_slots, slot_bytes);
+  for (const quant::GgmlType t : types) pipelines_.product(t);
+  const auto per_chunk = static_cast<int64_t>(opts_.max_buffer_bytes / slot_bytes);
+  if (per_chunk < 1) {
+    fail("an expert slot of {} bytes exceeds the GPU's storage buffer range of {} bytes", slot_bytes,
+         opts_.max_buffer_bytes);
+  }
+  // Addresses only: PROT_NONE and no reserve, so the range costs no memory, and no other mapping (a model file)
+  // can take them.
+  const size_t span = static_cast<size_t>(slot_bytes) * static_cast<size_t>(n_slots);
+  void* base = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) fail("GPU backend: cannot reserve {} bytes of addresses for the expert slots", span);
+  reservations_.emplace_back(base, span);
+  Placed pl;
+  pl.host = static_cast<const uint8_t*>(base);
+  pl.rows = n_slots;
+  pl.row_bytes = slot_bytes;
+  pl.slots = true;
+  pl.types.assign(types.begin(), types.end());
+  for (int64_t s0 = 0; s0 < n_slots; s0 += per_chunk) {
+    Chunk c;
+    c.row0 = s0;
+    c.rows = std::min(per_chunk, n_slots - s0);
+    const uint64_t bytes = static_cast<uint64_t>(c.rows) * slot_bytes;
+    c.buffer = Buffer(device_, bytes, BufferKind::device_local, "the expert slots");
+    bind_chunk(c);
+    slot_bytes_ += bytes;
+    pl.chunks.push_back(std::move(c));
+  }
+  placed_.emplace(pl.host, std::move(pl));
+  return static_cast<const uint8_t*>(base);
+}
+
+void VulkanBackend::write_slots(std::span<const SlotWrite> writes, bool wait) {
+  finish_transfers();
+  if (upload_stage_.bytes() == 0) upload_stage_ = Buffer(device_, kUploadStageBytes, BufferKind::staging, "uploads");
+  uint64_t used = 0;  // staging bytes of the submission being recorded
+  bool open = false;
+  // Every submission but the last is waited for: the next one reuses the staging buffer.
+  const auto submit = [&](bool last) {
+    if (!open) return;
+    transfer_cmd_.end();
+    const uint64_t v = submit_and_wait(device_.transfer_queue(), transfer_cmd_, transfer_done_, wait || !last);
+    if (last && !wait) transfer_in_flight_ = v;
+    open = false;
+    used = 0;
+  };
+  try {
+    for (const SlotWrite& w : writes) {
+      auto it = placed_.upper_bound(w.dst);
+      const Placed* pl = it == placed_.begin() ? nullptr : &(--it)->second;
+      const auto off = pl != nullptr ? static_cast<uint64_t>(w.dst - pl->host) : 0;
+      const auto slot = pl != nullptr ? static_cast<int64_t>(off / pl->row_bytes) : 0;
+      if (pl == nullptr || !pl->slots || slot >= pl->rows || off % 4 != 0 ||
+          off + w.bytes > static_cast<uint64_t>(slot + 1) * pl->row_bytes) {
+        fail("GPU backend: a write of {} bytes outside the expert slots", w.bytes);
+      }
+      const Chunk* chunk = nullptr;
+      for (const Chunk& c : pl->chunks) {
+        if (slot >= c.row0 && slot < c.row0 + c.rows) chunk = &c;
+      }
+      const uint64_t at = off - static_cast<uint64_t>(chunk->row0) * pl->row_bytes;
+      for (uint64_t done = 0; done < w.bytes;) {
+        if (used == kUploadStageBytes) submit(false);
+        const uint64_t n = std::min(kUploadStageBytes - used, w.bytes - done);
+        std::memcpy(upload_stage_.mapped() + used, w.src + done, n);
+        if (!open) {
+          transfer_cmd_.reset();
+          transfer_cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+          open = true;
+        }
+        // Whole words, as in upload(): a slot ends on a multiple of 256 bytes, so the padding stays in the slot.
+        transfer_cmd_.copyBuffer(*upload_stage_.get(), *chunk->buffer.get(),
+                                 vk::BufferCopy(used, at + done, (n + 3) & ~uint64_t{3}));
+        used = std::min(kUploadStageBytes, (used + n + 15) & ~uint64_t{15});
+        done += n;
+      }
+    }
+    submit(true);
+  } catch (const vk::SystemError& e) {
+    fail("Vulkan: copying experts into their GPU slots failed on {} ({})", device_.info().name, e.what());
+  }
+}
+
 void VulkanBackend::upload(const uint8_t* src, uint64_t bytes, const Buffer& dst) {
+  finish_transfers();
   if (upload_stage_.bytes() == 0) upload_stage_ = Buffer(device_, kUploadStageBytes, BufferKind::staging, "uploads");
   for (uint64_t off = 0; off < bytes; off += kUploadStageBytes) {
     const uint64_t n = std::min(kUploadStageBytes, bytes - off);
@@ -109,7 +212,8 @@ void VulkanBackend::upload(const uint8_t* src, uint64_t bytes, const Buffer& dst
   }
 }
 
-void VulkanBackend::submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb, Timeline& done) {
+uint64_t VulkanBackend::submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb,
+                                        Timeline& done, bool wait) {
   const uint64_t signal = done.next();
   const vk::Semaphore sem = *done.semaphore();
   vk::TimelineSemaphoreSubmitInfo ti({}, signal);
@@ -117,7 +221,15 @@ void VulkanBackend::submit_and_wait(const vk::raii::Queue& queue, const vk::raii
   vk::SubmitInfo si({}, {}, cmd, sem);
   si.pNext = &ti;
   queue.submit(si);
-  done.wait(signal);
+  if (wait) done.wait(signal);
+  return signal;
+}
+
+void VulkanBackend::finish_transfers() {
+  if (transfer_in_flight_ == 0) return;
+  const uint64_t v = transfer_in_flight_;
+  transfer_in_flight_ = 0;
+  transfer_done_.wait(v);
 }
 
 void VulkanBackend::bind_chunk(Chunk& c) {
@@ -242,6 +354,14 @@ const VulkanBackend::Placed* VulkanBackend::find(const quant::WeightView& w) con
   if (it == placed_.begin()) return nullptr;
   const Placed& pl = (--it)->second;
   const auto offset = static_cast<size_t>(w.data - pl.host);
+  if (pl.slots) {
+    const size_t slot = offset / pl.row_bytes;
+    return std::find(pl.types.begin(), pl.types.end(), w.type) != pl.types.end() && offset % 16 == 0 &&
+                   static_cast<int64_t>(slot) < pl.rows &&
+                   offset + static_cast<size_t>(w.rows) * w.row_bytes <= (slot + 1) * pl.row_bytes
+               ? &pl
+               : nullptr;
+  }
   const bool inside = w.type == pl.type && w.cols == pl.cols && w.row_bytes == pl.row_bytes &&
                       offset % pl.row_bytes == 0 &&
                       static_cast<int64_t>(offset / pl.row_bytes) + w.rows <= pl.rows;
@@ -271,32 +391,29 @@ uint32_t VulkanBackend::stage_x(const float* x, int64_t n_tok, int64_t cols, qua
 
 void VulkanBackend::queue_product(const Placed& pl, const quant::WeightView& w, uint32_t x_offset, int64_t n_tok,
                                   float* y) {
-  const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(w.data - pl.host) / pl.row_bytes);
   const auto y_offset = static_cast<uint32_t>(y_used_);
   const vk::Pipeline pipeline = *pipelines_.product(w.type);
-  for (const Chunk& c : pl.chunks) {
-    const int64_t lo = std::max(row0, c.row0), hi = std::min(row0 + w.rows, c.row0 + c.rows);
-    if (lo >= hi) continue;
+  for_each_piece(pl, w, [&](const Piece& piece) {
     Job j;
     j.pipeline = pipeline;
-    j.set = *c.set;
-    j.push = {u32(hi - lo),
+    j.set = *piece.chunk->set;
+    j.push = {u32(piece.rows),
               u32(w.cols),
               u32(static_cast<int64_t>(w.row_bytes)),
-              u32((lo - c.row0) * static_cast<int64_t>(w.row_bytes)),
+              u32(static_cast<int64_t>(piece.offset)),
               x_offset,
-              u32(y_offset + (lo - row0)),
+              u32(y_offset + piece.first),
               u32(w.rows),
               u32(n_tok),
               0xffffffffu,
               Pipelines::rows_per_lane(n_tok)};
     const uint32_t per_group = Pipelines::rows_per_group(u32(w.cols), j.push.rows_per_lane);
-    const uint32_t groups = (u32(hi - lo) + per_group - 1) / per_group;
+    const uint32_t groups = (u32(piece.rows) + per_group - 1) / per_group;
     j.groups_x = std::min(groups, Pipelines::kMaxGroupsX);
     j.groups_y = u32((n_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile);
     j.groups_z = (groups + Pipelines::kMaxGroupsX - 1) / Pipelines::kMaxGroupsX;
     jobs_.push_back(j);
-  }
+  });
   reads_.push_back({y, y_offset, u32(n_tok * w.rows)});
   y_used_ += static_cast<size_t>(n_tok * w.rows);
 }

@@ -3,9 +3,12 @@
 // compute queue, uploads on the transfer queue, completion through timeline semaphores.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include <vulkan/vulkan_raii.hpp>
@@ -35,6 +38,10 @@ class VulkanBackend final : public GpuBackend {
 
   void place(const quant::WeightView& w) override;
   uint64_t placed_bytes() const override { return placed_bytes_; }
+  const uint8_t* reserve_slots(uint64_t slot_bytes, int64_t n_slots,
+                               std::span<const quant::GgmlType> types) override;
+  uint64_t slot_bytes_reserved() const override { return slot_bytes_; }
+  void write_slots(std::span<const SlotWrite> writes, bool wait = true) override;
   const DeviceInfo& device() const override { return device_.info(); }
   // The messages since this backend was made (its instance is the process's, Instance::shared).
   uint64_t validation_errors() const override { return instance_->validation_errors() - errors_at_start_; }
@@ -54,13 +61,25 @@ class VulkanBackend final : public GpuBackend {
     vk::raii::DescriptorSet set{nullptr};       // (the chunk, x_dev_, y_dev_): products of host activations
     vk::raii::DescriptorSet step_set{nullptr};  // (the chunk, the step's arena twice): products of the step
   };
+  // A placed matrix, or a pool of expert slots (reserve_slots): then a "row" is a slot, rows the slot count,
+  // row_bytes the slot's bytes, and a product's weights lie inside one slot in any of `types`.
   struct Placed {
-    const uint8_t* host = nullptr;  // the placed matrix in host memory (the key of placed_)
+    const uint8_t* host = nullptr;  // the placed matrix in host memory, or the slots' reserved addresses (the key)
     quant::GgmlType type = quant::GgmlType::F32;
     int64_t rows = 0;
     int64_t cols = 0;
     size_t row_bytes = 0;
     std::vector<Chunk> chunks;
+    bool slots = false;
+    std::vector<quant::GgmlType> types;  // slots only: the weight types their products may have
+  };
+  // The rows of a product's weights that one chunk holds: rows [first, first + rows) of the view, from byte
+  // `offset` of the chunk's buffer.
+  struct Piece {
+    const Chunk* chunk = nullptr;
+    int64_t first = 0;
+    int64_t rows = 0;
+    uint64_t offset = 0;
   };
   struct Job {
     vk::Pipeline pipeline;
@@ -77,6 +96,22 @@ class VulkanBackend final : public GpuBackend {
   static constexpr size_t kMaxJobs = 4096;
 
   const Placed* find(const quant::WeightView& w) const;
+  // The pieces of w (which find() placed in pl), in row order: a placed matrix's rows may span chunks, a slot's
+  // weights never do.
+  template <class F>
+  void for_each_piece(const Placed& pl, const quant::WeightView& w, F&& f) const {
+    const auto off = static_cast<uint64_t>(w.data - pl.host);
+    const auto row0 = static_cast<int64_t>(off / pl.row_bytes);
+    for (const Chunk& c : pl.chunks) {
+      if (pl.slots) {
+        if (row0 >= c.row0 && row0 < c.row0 + c.rows)
+          f(Piece{&c, 0, w.rows, off - static_cast<uint64_t>(c.row0) * pl.row_bytes});
+        continue;
+      }
+      const int64_t lo = std::max(row0, c.row0), hi = std::min(row0 + w.rows, c.row0 + c.rows);
+      if (lo < hi) f(Piece{&c, lo - row0, hi - lo, static_cast<uint64_t>(lo - c.row0) * pl.row_bytes});
+    }
+  }
   // Copies x[n_tok, cols] into the x staging buffer (submitting what is queued first when it is full), rounded
   // as the CPU rounds activations for weights of type t (GpuOptions::rounding); returns their float offset.
   uint32_t stage_x(const float* x, int64_t n_tok, int64_t cols, quant::GgmlType t);
@@ -90,8 +125,12 @@ class VulkanBackend final : public GpuBackend {
   void flush();
   void upload(const uint8_t* src, uint64_t bytes, const Buffer& dst);
   void bind_chunk(Chunk& c);
-  // Submits cb (waiting on nothing), signals the next value of `done` and waits for it.
-  void submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb, Timeline& done);
+  // Submits cb (waiting on nothing), signals the next value of `done` and waits for it unless !wait; returns the
+  // value.
+  uint64_t submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb, Timeline& done,
+                           bool wait = true);
+  // Waits for an unwaited write_slots() (before the transfer command buffer or the upload staging is reused).
+  void finish_transfers();
   // A descriptor set of the kernels' layout binding b0, b1, b2 (a product's W, X, Y).
   vk::raii::DescriptorSet make_set(const Buffer& b0, const Buffer& b1, const Buffer& b2);
 
@@ -111,10 +150,13 @@ class VulkanBackend final : public GpuBackend {
   vk::raii::CommandBuffer transfer_cmd_{nullptr};
   Timeline compute_done_;
   Timeline transfer_done_;
+  uint64_t transfer_in_flight_ = 0;  // the transfer value an unwaited write_slots() signals; 0: none
   std::vector<vk::raii::DescriptorPool> descriptor_pools_;
   uint32_t sets_left_ = 0;  // in descriptor_pools_.back()
   std::map<const uint8_t*, Placed> placed_;
   uint64_t placed_bytes_ = 0;
+  uint64_t slot_bytes_ = 0;  // device bytes of the slot pools
+  std::vector<std::pair<void*, size_t>> reservations_;  // the slot pools' reserved host addresses (munmap at the end)
   // The submission being assembled (capacity reserved at construction).
   std::vector<Job> jobs_;
   std::vector<Readback> reads_;

@@ -52,8 +52,10 @@ VulkanStep::VulkanStep(VulkanBackend& backend) : be_(backend) {
     pool_ = vk::raii::CommandPool(be_.device_.get(),
                                   vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
                                                             be_.device_.compute_family()));
-    cmd_ = std::move(vk::raii::CommandBuffers(
-        be_.device_.get(), vk::CommandBufferAllocateInfo(*pool_, vk::CommandBufferLevel::ePrimary, 1))[0]);
+    vk::raii::CommandBuffers bufs(be_.device_.get(),
+                                  vk::CommandBufferAllocateInfo(*pool_, vk::CommandBufferLevel::ePrimary, 2));
+    bufs_[0] = std::move(bufs[0]);
+    bufs_[1] = std::move(bufs[1]);
   } catch (const vk::SystemError& e) {
     fail("Vulkan: cannot set up the device step on {} ({})", be_.device().name, e.what());
   }
@@ -63,7 +65,18 @@ VulkanStep::VulkanStep(VulkanBackend& backend) : be_(backend) {
   table_host_.reserve(4096);
 }
 
-VulkanStep::~VulkanStep() = default;  // the profile, if any, prints its totals
+VulkanStep::~VulkanStep() {  // the profile, if any, prints its totals
+  try {
+    wait_for(in_flight_);  // the command buffers must not be freed while one runs
+  } catch (...) {          // a lost device: nothing left to wait for
+  }
+}
+
+void VulkanStep::wait_for(uint64_t v) {
+  if (v <= done_) return;
+  be_.compute_done_.wait(v);
+  done_ = v;
+}
 
 DevArray VulkanStep::alloc(int64_t n) {
   assert(!ready_ && n >= 0);
@@ -123,7 +136,7 @@ void VulkanStep::finish_setup(int64_t staging_floats) {
   ready_ = true;
   // Zeroed, then the constants in place: one submission (or more, when they exceed the staging buffer).
   begin_op(false, {"setup"});
-  cmd_.fillBuffer(*arena_.get(), 0, VK_WHOLE_SIZE, 0);
+  cmd_->fillBuffer(*arena_.get(), 0, VK_WHOLE_SIZE, 0);
   for (const auto& [span, arr] : constants_) upload(span.data(), arr);
   submit();
   constants_.clear();
@@ -154,14 +167,18 @@ void VulkanStep::check(DevArray a, int64_t n, const char* what) const {
 void VulkanStep::begin_op(bool is_product, StepProfile::Label label) {
   assert(ready_);
   if (!recording_) {
-    cmd_.reset();
-    cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
-    if (profile_) profile_->begin(cmd_);
+    wait_for(signal_of_[static_cast<size_t>(cmd_ - bufs_.data())]);  // this buffer's last run, if still running
+    cmd_->reset();
+    cmd_->begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+    if (profile_) profile_->begin(*cmd_);
     recording_ = true;
     bound_pipeline_ = nullptr;
     bound_set_ = nullptr;
+    // A barrier's first scope reaches into the submissions before it on the queue: the running one's writes.
+    if (after_async_) barrier();
+    after_async_ = false;
   } else {
-    if (profile_) profile_->mark(cmd_, op_);
+    if (profile_) profile_->mark(*cmd_, op_);
     // Under synchronization validation products are separated too: the layer judges a descriptor by its whole
     // bound range, so products writing disjoint parts of the arena read to it as hazards; with a barrier between
     // them every other barrier of the step is what it checks.
@@ -174,7 +191,7 @@ void VulkanStep::begin_op(bool is_product, StepProfile::Label label) {
 void VulkanStep::barrier() {
   using A = vk::AccessFlagBits;
   using P = vk::PipelineStageFlagBits;
-  cmd_.pipelineBarrier(P::eComputeShader | P::eTransfer, P::eComputeShader | P::eTransfer, {},
+  cmd_->pipelineBarrier(P::eComputeShader | P::eTransfer, P::eComputeShader | P::eTransfer, {},
                        vk::MemoryBarrier(A::eShaderWrite | A::eTransferWrite,
                                          A::eShaderRead | A::eShaderWrite | A::eTransferRead | A::eTransferWrite),
                        {}, {});
@@ -182,11 +199,11 @@ void VulkanStep::barrier() {
 
 void VulkanStep::use(vk::Pipeline pipeline, vk::DescriptorSet set) {
   if (pipeline != bound_pipeline_) {
-    cmd_.bindPipeline(vk::PipelineBindPoint::eCompute, pipeline);
+    cmd_->bindPipeline(vk::PipelineBindPoint::eCompute, pipeline);
     bound_pipeline_ = pipeline;
   }
   if (set != bound_set_) {
-    cmd_.bindDescriptorSets(vk::PipelineBindPoint::eCompute, *be_.pipelines_.layout(), 0, set, {});
+    cmd_->bindDescriptorSets(vk::PipelineBindPoint::eCompute, *be_.pipelines_.layout(), 0, set, {});
     bound_set_ = set;
   }
 }
@@ -202,7 +219,7 @@ const VulkanBackend::Placed& VulkanStep::placed(const quant::WeightView& w) cons
 void VulkanStep::bind(std::string_view name, vk::DescriptorSet set, const void* push, uint32_t bytes) {
   use(*be_.pipelines_.op(name), set);
   // The C entry point: Vulkan-Hpp's RAII form takes a typed array proxy, each kernel has its own struct.
-  be_.device_.get().getDispatcher()->vkCmdPushConstants(static_cast<VkCommandBuffer>(*cmd_),
+  be_.device_.get().getDispatcher()->vkCmdPushConstants(static_cast<VkCommandBuffer>(**cmd_),
                                                          static_cast<VkPipelineLayout>(*be_.pipelines_.layout()),
                                                          VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, push);
 }
@@ -212,7 +229,7 @@ void VulkanStep::launch(uint64_t total) {
   const uint64_t groups = (total + 63) / 64;
   const auto gx = static_cast<uint32_t>(std::min<uint64_t>(groups, Pipelines::kMaxGroupsX));
   const auto gy = static_cast<uint32_t>((groups + gx - 1) / gx);
-  cmd_.dispatch(gx, gy, 1);
+  cmd_->dispatch(gx, gy, 1);
   ++dispatches_;
 }
 
@@ -224,7 +241,7 @@ void VulkanStep::upload(const float* src, DevArray dst) {
   if (up_used_ + bytes > up_stage_.bytes()) submit();  // staging full: what is recorded runs first
   std::memcpy(up_stage_.mapped() + up_used_, src, bytes);
   begin_op(false, {"upload"});
-  cmd_.copyBuffer(*up_stage_.get(), *arena_.get(), vk::BufferCopy(up_used_, uint64_t{dst.offset} * 4, bytes));
+  cmd_->copyBuffer(*up_stage_.get(), *arena_.get(), vk::BufferCopy(up_used_, uint64_t{dst.offset} * 4, bytes));
   up_used_ += (bytes + 15) & ~uint64_t{15};
 }
 
@@ -235,7 +252,7 @@ void VulkanStep::download(DevArray src, float* dst) {
     fail("GPU step: a download of {} bytes exceeds the {}-byte staging buffer", bytes, down_stage_.bytes());
   if (down_used_ + bytes > down_stage_.bytes()) submit();
   begin_op(false, {"download"});
-  cmd_.copyBuffer(*arena_.get(), *down_stage_.get(), vk::BufferCopy(uint64_t{src.offset} * 4, down_used_, bytes));
+  cmd_->copyBuffer(*arena_.get(), *down_stage_.get(), vk::BufferCopy(uint64_t{src.offset} * 4, down_used_, bytes));
   downloads_.push_back({dst, down_used_, src.size});
   down_used_ += (bytes + 15) & ~uint64_t{15};
 }
@@ -250,7 +267,7 @@ void VulkanStep::rms_norm(DevArray x, DevArray w, DevArray y, int64_t rows, int6
   bind("rms_norm", *arena_set_, &p, sizeof(p));
   // One workgroup per row.
   const auto gx = static_cast<uint32_t>(std::min<int64_t>(rows, Pipelines::kMaxGroupsX));
-  cmd_.dispatch(gx, static_cast<uint32_t>((rows + gx - 1) / gx), 1);
+  cmd_->dispatch(gx, static_cast<uint32_t>((rows + gx - 1) / gx), 1);
   ++dispatches_;
 }
 
@@ -291,7 +308,7 @@ void VulkanStep::attention(const AttentionOp& op, DevArray q, DevArray out) {
   const AttentionPush p{u32(op.n_head), u32(op.n_head_kv), u32(op.head_dim), u32(op.pos0), u32(c.n_ctx), window,
                         q.offset, out.offset, op.sinks.empty() ? kNone : op.sinks.offset, op.scale};
   bind("attention", *c.set, &p, sizeof(p));
-  cmd_.dispatch(u32(op.n_head), u32(op.n_tok), 1);  // one workgroup per (head, token)
+  cmd_->dispatch(u32(op.n_head), u32(op.n_tok), 1);  // one workgroup per (head, token)
   ++dispatches_;
 }
 
@@ -337,34 +354,31 @@ void VulkanStep::product(const quant::WeightView& w, DevArray x, DevArray y, int
   check(y, n_tok * w.rows, "a product's output");
   if (n_tok == 0) return;
   begin_op(true, {"product", static_cast<int>(w.type)});
-  const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(w.data - pl->host) / pl->row_bytes);
   const vk::Pipeline pipeline = *be_.pipelines_.product(w.type);
   bool first = true;
-  for (const VulkanBackend::Chunk& c : pl->chunks) {
-    const int64_t lo = std::max(row0, c.row0), hi = std::min(row0 + w.rows, c.row0 + c.rows);
-    if (lo >= hi) continue;
+  be_.for_each_piece(*pl, w, [&](const VulkanBackend::Piece& piece) {
     if (!first && be_.instance_->sync_validation()) barrier();  // as between products (begin_op)
     first = false;
-    const ProductPush p{u32(hi - lo),
+    const ProductPush p{u32(piece.rows),
                         u32(w.cols),
                         u32(static_cast<int64_t>(w.row_bytes)),
-                        u32((lo - c.row0) * static_cast<int64_t>(w.row_bytes)),
+                        u32(static_cast<int64_t>(piece.offset)),
                         x.offset,
-                        u32(y.offset + (lo - row0)),
+                        u32(y.offset + piece.first),
                         u32(w.rows),
                         u32(n_tok),
                         kNone,
                         Pipelines::rows_per_lane(n_tok),
                         accumulate ? 1u : 0u};
-    use(pipeline, *c.step_set);
-    cmd_.pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);
+    use(pipeline, *piece.chunk->step_set);
+    cmd_->pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);
     const uint32_t per_group = Pipelines::rows_per_group(u32(w.cols), p.rows_per_lane);
-    const uint32_t groups = (u32(hi - lo) + per_group - 1) / per_group;
-    cmd_.dispatch(std::min(groups, Pipelines::kMaxGroupsX),
+    const uint32_t groups = (u32(piece.rows) + per_group - 1) / per_group;
+    cmd_->dispatch(std::min(groups, Pipelines::kMaxGroupsX),
                   u32((n_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile),
                   (groups + Pipelines::kMaxGroupsX - 1) / Pipelines::kMaxGroupsX);
     ++dispatches_;
-  }
+  });
 }
 
 void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray table) {
@@ -376,14 +390,13 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
     const VulkanBackend::Placed& pl = placed(g.w);
     check(g.x, g.n_tok * g.w.cols, "a grouped product's input");
     check(g.y, g.n_tok * g.w.rows, "a grouped product's output");
-    const int64_t row0 = static_cast<int64_t>(static_cast<size_t>(g.w.data - pl.host) / pl.row_bytes);
     Entry e{nullptr, i, 0};
-    for (const VulkanBackend::Chunk& c : pl.chunks) {
-      if (row0 >= c.row0 && row0 + g.w.rows <= c.row0 + c.rows) {
-        e.chunk = &c;
-        e.w_offset = u32((row0 - c.row0) * static_cast<int64_t>(g.w.row_bytes));
+    be_.for_each_piece(pl, g.w, [&](const VulkanBackend::Piece& piece) {
+      if (piece.rows == g.w.rows) {
+        e.chunk = piece.chunk;
+        e.w_offset = u32(static_cast<int64_t>(piece.offset));
       }
-    }
+    });
     if (g.n_tok > 0) entries_.push_back(e);
   }
   // Products of one chunk, type, shape and form run as one dispatch (workgroup z: the entry); the form is
@@ -432,8 +445,8 @@ void VulkanStep::products_grouped(std::span<const GroupedProduct> ps, DevArray t
     ProductPush p{u32(g.w.rows), u32(g.w.cols), u32(static_cast<int64_t>(g.w.row_bytes)), 0, 0, 0, u32(g.w.rows), 0};
     p.table_off = u32(table.offset + 4 * row);
     p.rows_per_lane = rl;
-    cmd_.pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);
-    cmd_.dispatch(groups, u32((max_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile), u32(j - i));
+    cmd_->pushConstants<ProductPush>(*be_.pipelines_.layout(), vk::ShaderStageFlagBits::eCompute, 0, p);
+    cmd_->dispatch(groups, u32((max_tok + Pipelines::kTokenTile - 1) / Pipelines::kTokenTile), u32(j - i));
     ++dispatches_;
     row += j - i;
     i = j;
@@ -468,14 +481,39 @@ void VulkanStep::combine(DevArray slots, DevArray table, DevArray out, int64_t n
 }
 
 void VulkanStep::submit() {
+  if (recording_) return run(/*wait=*/true);
+  if (in_flight_ == 0) return;
+  // Nothing recorded since a submit_async(): wait for it and deliver its downloads.
+  try {
+    wait_for(in_flight_);
+  } catch (...) {
+    discard();
+    throw;
+  }
+  deliver();
+}
+
+void VulkanStep::deliver() {
+  in_flight_ = 0;
+  for (const Download& d : downloads_) {
+    std::memcpy(d.dst, down_stage_.mapped() + d.stage_offset, size_t{d.floats} * sizeof(float));
+  }
+  discard();
+}
+
+void VulkanStep::submit_async() {
   if (!recording_) return;
+  run(/*wait=*/profile_ != nullptr);  // the profile reads each submission's timestamps after waiting for it
+}
+
+void VulkanStep::run(bool wait) {
   try {
     using A = vk::AccessFlagBits;
     using P = vk::PipelineStageFlagBits;
-    if (profile_) profile_->mark(cmd_, op_);
-    cmd_.pipelineBarrier(P::eComputeShader | P::eTransfer, P::eHost, {},
-                         vk::MemoryBarrier(A::eShaderWrite | A::eTransferWrite, A::eHostRead), {}, {});
-    cmd_.end();
+    if (profile_) profile_->mark(*cmd_, op_);
+    cmd_->pipelineBarrier(P::eComputeShader | P::eTransfer, P::eHost, {},
+                          vk::MemoryBarrier(A::eShaderWrite | A::eTransferWrite, A::eHostRead), {}, {});
+    cmd_->end();
     // Ordered after every weight upload of the transfer queue, as the backend's own submissions are.
     const uint64_t signal = be_.compute_done_.next();
     const uint64_t uploaded = be_.transfer_done_.value();
@@ -483,15 +521,18 @@ void VulkanStep::submit() {
     const vk::Semaphore signal_sem = *be_.compute_done_.semaphore();
     const vk::PipelineStageFlags wait_stage = P::eTransfer | P::eComputeShader;
     vk::TimelineSemaphoreSubmitInfo ti(uploaded, signal);
-    const vk::CommandBuffer cmd = *cmd_;
+    const vk::CommandBuffer cmd = **cmd_;
     vk::SubmitInfo si(wait_sem, wait_stage, cmd, signal_sem);
     si.pNext = &ti;
     if (profile_) profile_->submitted();
     be_.device_.compute_queue().submit(si);
+    signal_of_[static_cast<size_t>(cmd_ - bufs_.data())] = signal;
     ++be_.counters_.submissions;
     be_.counters_.dispatches += dispatches_;
-    be_.compute_done_.wait(signal);
-    if (profile_) profile_->finished();
+    if (wait) {
+      wait_for(signal);  // a later value: every submission before it is done too (one queue, in order)
+      if (profile_) profile_->finished();
+    }
   } catch (const vk::SystemError& e) {
     discard();
     fail("Vulkan: a GPU step submission failed on {} ({})", be_.device().name, e.what());
@@ -499,18 +540,33 @@ void VulkanStep::submit() {
     discard();  // a timed-out or lost device (Timeline::wait): no download lands
     throw;
   }
-  for (const Download& d : downloads_) {
-    std::memcpy(d.dst, down_stage_.mapped() + d.stage_offset, size_t{d.floats} * sizeof(float));
-  }
   recording_ = false;
-  discard();
+  dispatches_ = 0;
+  last_was_product_ = false;
+  if (!wait) {
+    // The other buffer records on; the staging space and downloads of this one stay taken until a submit().
+    in_flight_ = signal_of_[static_cast<size_t>(cmd_ - bufs_.data())];
+    cmd_ = &bufs_[cmd_ == &bufs_[0] ? 1 : 0];
+    after_async_ = true;
+    return;
+  }
+  deliver();
 }
 
 void VulkanStep::discard() {
+  if (in_flight_ != 0) {
+    try {
+      wait_for(in_flight_);  // its buffer and staging space are reused next
+    } catch (...) {          // a lost device: nothing left to wait for
+      done_ = in_flight_;
+    }
+    in_flight_ = 0;
+  }
   if (recording_) {
-    cmd_.reset();
+    cmd_->reset();
     recording_ = false;
   }
+  after_async_ = false;
   downloads_.clear();
   up_used_ = down_used_ = 0;
   dispatches_ = 0;

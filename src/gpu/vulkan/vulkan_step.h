@@ -3,6 +3,7 @@
 // buffer on the compute queue into which every op is recorded in order, a memory barrier between dependent ops.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 #include <utility>
@@ -46,6 +47,7 @@ class VulkanStep final : public DeviceStep {
   void combine(DevArray slots, DevArray table, DevArray out, int64_t n_tok, int64_t k, int64_t n,
                bool accumulate = false) override;
   void submit() override;
+  void submit_async() override;
   void discard() override;
 
  private:
@@ -83,8 +85,21 @@ class VulkanStep final : public DeviceStep {
   vk::raii::DescriptorSet arena_set_{nullptr};
   Buffer up_stage_, down_stage_;
   uint64_t up_used_ = 0, down_used_ = 0;  // bytes of this submission
+  // Ends what was recorded and submits it; waits for it and fills the downloads when `wait`, else leaves it
+  // running (submit_async) and records on into the other command buffer.
+  void run(bool wait);
+  // After the last submission was waited for: fills the download() destinations and starts clean.
+  void deliver();
+  // Waits until the submissions up to timeline value v are done (no-op when known done).
+  void wait_for(uint64_t v);
+
   vk::raii::CommandPool pool_{nullptr};
-  vk::raii::CommandBuffer cmd_{nullptr};
+  std::array<vk::raii::CommandBuffer, 2> bufs_{vk::raii::CommandBuffer{nullptr}, vk::raii::CommandBuffer{nullptr}};
+  vk::raii::CommandBuffer* cmd_ = &bufs_[0];  // the one being recorded
+  std::array<uint64_t, 2> signal_of_{};        // the compute timeline value each buffer's last submission signals
+  uint64_t in_flight_ = 0;   // the value an unwaited submit_async() signals; 0: none
+  uint64_t done_ = 0;        // every submission up to this value is known complete
+  bool after_async_ = false;  // the next buffer starts with a barrier: it reads what the running one writes
   bool recording_ = false;
   bool last_was_product_ = false;
   uint64_t dispatches_ = 0;  // of this submission

@@ -19,14 +19,12 @@ AdaptivePolicy::AdaptivePolicy(CacheConfig config, std::string name)
   }
 }
 
-void AdaptivePolicy::on_hit(int32_t idx, int32_t pos, Phase phase) {
-  LruPolicy::on_hit(idx, pos, phase);
-  if (phase == Phase::decode) count_[idx] += 1.0;
-}
-
-void AdaptivePolicy::on_insert(int32_t idx, int32_t pos, Phase phase) {
-  LruPolicy::on_insert(idx, pos, phase);
-  if (phase == Phase::decode) count_[idx] += 1.0;
+void AdaptivePolicy::on_batch_begin(int32_t layer, std::span<const int32_t> experts, Phase phase) {
+  LruPolicy::on_batch_begin(layer, experts, phase);
+  if (phase != Phase::decode) return;
+  // Every routed expert counts, resident or not, and whether or not a miss is kept (a strict cache's
+  // not-retained misses, the VRAM tier's misses computed where they live).
+  for (const int32_t e : experts) count_[static_cast<size_t>(layer * config().n_expert + e)] += 1.0;
 }
 
 void AdaptivePolicy::on_end_step(Phase phase, SwapPlan& plan) {
@@ -63,12 +61,15 @@ void AdaptivePolicy::plan_pass(SwapPlan& plan) {
     }
     return false;
   };
-  // 1 + 3. Per layer: remaining candidates hottest first against residents coldest first.
-  for (int32_t l = 0; l < n_moe_layers; ++l) {
+  // 1 + 3. Per layer (or over all layers together: adapt_global): remaining candidates hottest first against
+  // residents coldest first.
+  const int32_t groups = p.adapt_global ? 1 : n_moe_layers;
+  const int32_t per_group = p.adapt_global ? n_moe_layers * n_expert : n_expert;
+  for (int32_t l = 0; l < groups; ++l) {
     cand_.clear();
     res_.clear();
-    for (int32_t e = 0; e < n_expert; ++e) {
-      const int32_t i = l * n_expert + e;
+    for (int32_t e = 0; e < per_group; ++e) {
+      const int32_t i = l * per_group + e;
       if (contains(key_of(i))) {
         res_.push_back(i);
       } else if (!pending(key_of(i)) && count_[i] >= p.adapt_min_count && !is_filled(i)) {

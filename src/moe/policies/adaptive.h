@@ -1,7 +1,8 @@
 // "adaptive": LRU plus a periodic, frequency-based background swap pass — the adaptive tier as the engine runs
 // it. Exact interpretation:
 //   - Counts: a decayed count per (layer, expert), +1 for each decode step whose batch for that layer routes to
-//     the expert (once per step by construction: one batch per (step, layer)). Prefill does not count.
+//     the expert (once per step by construction: one batch per (step, layer)), whether it hits, becomes resident
+//     or is used without being kept. Prefill does not count.
 //   - Between passes every miss is handled exactly as by "lru" (the miss becomes resident, LRU victims).
 //   - A round is one decode step; after every adapt_every-th round (end_step of a decode step) one pass runs:
 //       1. candidates: per layer, the non-resident experts (not in flight either) with count >= adapt_min_count,
@@ -10,6 +11,7 @@
 //          (gain = their count);
 //       3. replacements: per layer, the i-th remaining candidate is paired with the i-th coldest resident
 //          of that layer while candidate count - resident count >= adapt_margin (gain = that difference);
+//          with adapt_global, over all layers together (a resident of any layer may give way);
 //       4. all moves of all layers are ranked by gain, highest first, and at most adapt_swaps are kept;
 //       5. the kept moves' residents are evicted at once (SwapPlan::evict) and their candidates are loaded in
 //          the background (SwapPlan::load): resident once swap_landed() is called — the simulator calls it
@@ -32,8 +34,7 @@ class AdaptivePolicy : public LruPolicy {
   bool plans_swaps() const override { return true; }
 
  protected:
-  void on_hit(int32_t idx, int32_t pos, Phase phase) override;
-  void on_insert(int32_t idx, int32_t pos, Phase phase) override;
+  void on_batch_begin(int32_t layer, std::span<const int32_t> experts, Phase phase) override;
   void on_landed(int32_t idx) override { lru_.touch(idx); }
   void on_end_step(Phase phase, SwapPlan& plan) override;
 
