@@ -9,7 +9,9 @@
 #               build/bench/gpt-oss-120b-MXFP4.gguf (--type MXFP4, ~63 GB: regime 2, below)
 #   env: RUNS (3) runs per configuration, TOKENS (32) decode tokens, CAP_GIB (8) memory cap, THREADS (2),
 #        PROMPT ("Once upon a time"), FIO_SECONDS (30; 0 skips fio), CONFIGS (all: "stream2000 stream4000
-#        stream4000warm streamauto mmapcapped resident"; a subset runs only those, and the table lists only those),
+#        stream4000warm streamauto mmapcapped resident"; a subset runs only those, and the table lists only those;
+#        stream4000ahead, not in the default set, is stream4000 with the next-layer prefetch, --expert-prefetch next,
+#        and adds a table of its guesses beside stream4000's stall),
 #        BW_SECONDS (5; 0 skips): before each configuration, fio samples the drive's direct random-read
 #        bandwidth (4 MiB reads, 4 lanes, as the expert store reads) for this long; the decode table gives each
 #        streamed result as a % of the I/O bound those samples set (median MiB/s / MiB read per token),
@@ -152,17 +154,19 @@ row() {
 
 all="stream2000 stream4000 stream4000warm streamauto mmapcapped resident prefill512 prefill512mmap"
 regime2="densemmap densewarm denseanon"
+extra="stream4000ahead"
 configs=${CONFIGS:-$all}
 for c in $configs; do
-  case " $all $regime2 " in
+  case " $all $regime2 $extra " in
     *" $c "*) ;;
-    *) echo "stream_bench: unknown configuration '$c' in CONFIGS ($all $regime2)" >&2
+    *) echo "stream_bench: unknown configuration '$c' in CONFIGS ($all $regime2 $extra)" >&2
        exit 1 ;;
   esac
 done
 selected() { case " $configs " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 selected stream2000 && run_config stream2000 1 --experts stream --cache-mb 2000
 selected stream4000 && run_config stream4000 1 --experts stream --cache-mb 4000
+selected stream4000ahead && run_config stream4000ahead 1 --experts stream --cache-mb 4000 --expert-prefetch next
 if selected stream4000warm; then
   heat=$out/stream4000warm.heat.json
   rm -f "$heat"
@@ -193,17 +197,45 @@ echo "model: $model, $tokens decode tokens, -t $threads, median of $runs runs (p
 echo
 drive_bw=$(sort -g "$bw_file" | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}')
 decode_configs=0
-for c in stream2000 stream4000 stream4000warm streamauto mmapcapped resident; do selected $c && decode_configs=1; done
+for c in stream2000 stream4000 stream4000ahead stream4000warm streamauto mmapcapped resident; do
+  selected $c && decode_configs=1
+done
 if [ $decode_configs = 1 ]; then
   echo "| configuration | decode tok/s | MiB read / token (whole run) | hit % | peak RSS MiB | first 16: tok/s / hit % | first 32: tok/s / hit % | I/O bound tok/s: drive MiB/s / decode MiB per token (% reached) |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 fi
 selected stream2000 && row stream2000 "stream, cache 2000 MiB, capped"
 selected stream4000 && row stream4000 "stream, cache 4000 MiB, capped"
+selected stream4000ahead && row stream4000ahead "stream, cache 4000 MiB, capped, next-layer prefetch"
 selected stream4000warm && row stream4000warm "stream, cache 4000 MiB, capped, warm start (profile of the same run)"
 selected streamauto && row streamauto "stream, cache auto, capped"
 selected mmapcapped && row mmapcapped "resident (mmap), capped"
 selected resident && row resident "resident, uncapped"
+# ahead_row NAME LABEL: the next-layer prefetch's guesses and the decode's I/O stall, medians over the runs
+ahead_row() {
+  local name=$1 label=$2 r f
+  for r in $(seq 1 "$runs"); do
+    f=$out/$name.$r.csv
+    [ -f "$f" ] || continue
+    awk -F, '/^#/ { next } $1 == "step" { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+      $c["phase"] == "decode" { ++k; st += $c["stall_ms"]; ms += $c["wall_ms"]
+        if ("ahead_guesses" in c && $c["ahead_guesses"] >= 0) {
+          g += $c["ahead_guesses"]; ok += $c["ahead_right"]; rd += $c["ahead_reads"]; u += $c["ahead_used"]
+          ab += $c["ahead_bytes"] } }
+      END { if (k) printf "%.1f %.1f %s %s %s\n", st / k, ms / k, g ? sprintf("%.1f", 100 * ok / g) : "-",
+              rd ? sprintf("%.1f", 100 * u / rd) : "-", g ? sprintf("%.1f", ab / 1048576 / k) : "-" }' "$f"
+  done > "$out/$name.ahead.txt"
+  local col vals=()
+  for col in 1 2 3 4 5; do vals+=("$(cut -d' ' -f"$col" "$out/$name.ahead.txt" | mid)"); done
+  echo "| $label | ${vals[0]} | ${vals[1]} | ${vals[2]} | ${vals[3]} | ${vals[4]} |"
+}
+if selected stream4000ahead; then
+  echo
+  echo "| decode, cache 4000 MiB, capped | I/O stall ms / token | wall ms / token | guesses right % | read ahead used % | MiB read ahead / token |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+  selected stream4000 && ahead_row stream4000 "no prefetch"
+  ahead_row stream4000ahead "next-layer prefetch"
+fi
 prefill_row() {
   local name=$1 label=$2 pt pms rb
   pt=$(median "$name" prefill_tokens); pms=$(median "$name" prefill_ms); rb=$(median "$name" read_bytes)

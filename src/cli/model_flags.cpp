@@ -141,6 +141,13 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                "compute cached experts while missing ones are read, each as its read lands")
       ->capture_default_str()
       ->group(g);
+  cmd.add_option("--expert-prefetch", expert_prefetch,
+                 "next: in decode, start reading the experts the next MoE layer's router names on each layer's "
+                 "output before that layer routes (streamed experts; an experiment, slower where measured: "
+                 "docs/design.md); off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"next", "off"}))
+      ->group(g);
   cmd.add_flag("--no-odirect", no_odirect, "read experts through the page cache instead of direct I/O")->group(g);
   cmd.add_option("--dense-weights", dense_weights,
                  "non-expert weights when streaming: mmap (page cache), warm (one sequential read at load), anon "
@@ -219,6 +226,7 @@ engine::EngineConfig ModelFlags::config() const {
   c.io_lanes = io_threads;
   if (!io_engine.empty()) c.io_engine = parse_flag("--io-engine", io_engine, moe::io::parse_engine);
   c.overlap = overlap;
+  c.expert_prefetch = expert_prefetch == "next";
   c.direct_io = !no_odirect;
   c.dense_policy = parse_flag("--dense-weights", dense_weights, moe::parse_dense_policy);
   c.heat = heat;

@@ -40,6 +40,7 @@ struct ModelFlags {
   int io_threads = 4;
   std::string io_engine;  // empty: the measured default
   bool overlap = true;
+  std::string expert_prefetch = "off";
   bool no_odirect = false;
   std::string dense_weights = "anon";
   std::string heat = "auto";        // --heat: auto, off or a path

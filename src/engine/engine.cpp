@@ -229,12 +229,16 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   log("cpu", fmt::format("{} threads, integer kernels {}", cfg.threads, quant::kernels::int8_kernels_name()));
   if (!info.gpu.empty()) log("gpu", info.gpu);
   if (!info.experts_vram.empty()) log("experts", info.experts_vram);
+  if (!info.expert_prefetch.empty()) log("expert prefetch", info.expert_prefetch);
   if (cfg.n_gpu_layers == 0 && (cfg.n_cpu_moe > 0 || cfg.gpu_device > 0)) {
     log("note", fmt::format("{} has no effect without -ngl: everything runs on the CPU",
                             cfg.n_cpu_moe > 0 ? "--n-cpu-moe" : "--device"));
   }
   if (e->stream_ == nullptr && cfg.cache_warm != "off" && cfg.cache_warm != "auto") {
     log("note", fmt::format("--cache-warm {} has no effect: the experts do not stream", cfg.cache_warm));
+  }
+  if (e->stream_ == nullptr && cfg.expert_prefetch && info.n_moe_layers > 0) {
+    log("note", "--expert-prefetch next has no effect: the experts do not stream");
   }
   if (e->stream_ == nullptr && cfg.heat != "off" && cfg.heat != "auto") {
     log("note", fmt::format("--heat {} has no effect: the experts do not stream, so no heat profile is kept",

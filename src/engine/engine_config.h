@@ -88,6 +88,9 @@ struct EngineConfig {
   int io_lanes = 4;                        // expert reads in flight
   std::optional<moe::io::EngineKind> io_engine;  // unset: the measured default
   bool overlap = true;                     // compute cached experts while missing ones are read
+  // --expert-prefetch next: read ahead the experts the next MoE block's router guesses from each block's output
+  // (model/next_layer_guess.h), into n_expert_used slots of their own; streamed experts only.
+  bool expert_prefetch = false;
   bool direct_io = true;                   // O_DIRECT expert reads
   // The heat profile of the streamed experts (engine/heat_keeper.h): "off", "auto" (a file in the user's cache
   // directory) or a path; kept only when the experts stream.

@@ -122,6 +122,12 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& 
   so.lanes = cfg.io_lanes;
   if (cfg.io_engine) so.engine = *cfg.io_engine;
   so.overlap = cfg.overlap;
+  if (cfg.expert_prefetch) {
+    // One token's guess for one layer: n_expert_used experts (the override's, else the file's).
+    const std::string arch = file.architecture();
+    so.ahead_slots = static_cast<int>(
+        n_expert_used > 0 ? n_expert_used : file.metadata().get_uint_or(arch + ".expert_used_count", 0));
+  }
   so.direct = cfg.direct_io;
   so.n_expert_used = n_expert_used;
   so.log = later_log(cfg);  // the store's own lines (I/O fallbacks), also during the run

@@ -31,6 +31,7 @@ std::vector<std::pair<std::string, std::string>> resolved_settings(const Engine&
     c.emplace_back("lanes", std::to_string(st->engine().lanes()));
     c.emplace_back("io_engine", std::string(moe::io::engine_name(st->engine().kind())));
     c.emplace_back("overlap", cfg.overlap ? "on" : "off");
+    c.emplace_back("expert_prefetch", info.expert_prefetch.empty() ? "off" : info.expert_prefetch);
     c.emplace_back("direct_io", st->files().direct_note());
     c.emplace_back("cache_warm", std::string(e.cache_warm()));
   }

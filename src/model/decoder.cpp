@@ -82,6 +82,7 @@ void DecoderModel::setup(const DecoderSizes& s) {
                                                : s.layer_kv_width;
     for (int q = 0; q < opts_.n_seq; ++q) kv_.emplace_back(kv_widths, info_.n_ctx, opts_.kv_type);
   }
+  setup_prefetch();
 }
 
 std::string DecoderModel::try_gpu_step(const DecoderSizes& s) {
@@ -374,9 +375,39 @@ void DecoderModel::moe_block(int64_t il, float* x, const std::vector<float>& nor
     }
     return gpu_blocks_->moe_block_cpu(il, norm, moe_, n_tok, routing, *cpu_, xn_.host(), tmp_.host());
   }
+  const int64_t m = moe_.ordinal(il);
+  if (prefetch_) moe_norm_[static_cast<size_t>(m)] = &norm;
   rms_norm(x, norm.data(), xn_.host(), n_tok, hp_.n_embd, hp_.norm_eps);
   moe_.forward(il, xn_.host(), n_tok, tmp_.host(), routing, *backend_);
   add_residual(x, tmp_.host(), n_tok * hp_.n_embd);
+  if (prefetch_ && n_tok == 1) guess_next(m, x);
+}
+
+void DecoderModel::setup_prefetch() {
+  if (info_.n_moe_layers == 0 || !moe_.experts().reads_ahead()) return;
+  if (!layers_are_shared_blocks()) {
+    info_.expert_prefetch = fmt::format("off: {}'s MoE blocks route an input of their own, which the guess does "
+                                        "not make yet", info_.architecture);
+  } else if (opts_.routing_override != nullptr) {
+    info_.expert_prefetch = "off: the routing is replayed, not the router's, so there is nothing to guess";
+  } else if (opts_.n_gpu_layers > 0) {
+    info_.expert_prefetch = "off: with -ngl the MoE blocks' inputs live on the GPU";
+  } else {
+    prefetch_ = true;
+    guess_ = NextLayerGuess(moe_.ffn().router());
+    moe_norm_.assign(static_cast<size_t>(info_.n_moe_layers), nullptr);
+    info_.expert_prefetch = "next layer: after each MoE block of a decode token, the next MoE block's router on its "
+                            "output names the experts to read ahead";
+  }
+}
+
+// x [n_embd]: the residual stream after MoE block m of a one-token step.
+void DecoderModel::guess_next(int64_t m, const float* x) {
+  const int64_t next = m + 1;
+  if (next >= info_.n_moe_layers || moe_norm_[static_cast<size_t>(next)] == nullptr) return;
+  float* xn = xn_.host();  // free: block m's products are done
+  rms_norm(x, moe_norm_[static_cast<size_t>(next)]->data(), xn, 1, hp_.n_embd, hp_.norm_eps);
+  moe_.experts().prefetch(next, guess_.guess(moe_.router(moe_.layers()[static_cast<size_t>(next)]), xn, *backend_));
 }
 
 }  // namespace moetier::model

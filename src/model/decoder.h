@@ -22,6 +22,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/moe_layers.h"
+#include "model/next_layer_guess.h"
 #include "moe/vram_tier.h"
 #include "quant/matmul.h"
 
@@ -118,6 +119,15 @@ class DecoderModel : public Model {
   std::unique_ptr<GpuBlocks> gpu_blocks_;  // the step on the GPU, when try_gpu_step succeeded
   std::unique_ptr<moe::VramTier> tier_;    // the VRAM expert tier, with ModelOptions::experts_vram_mib
   std::vector<int32_t> route_;   // [n_batch, n_expert_used]: one MoE layer's routing
+  // The next-layer prefetch (model/next_layer_guess.h), on when the expert source reads ahead and the guess can be
+  // made (setup_prefetch says why not): after MoE block m of a decode step, moe_block guesses block m+1's experts.
+  void setup_prefetch();
+  void guess_next(int64_t m, const float* x);
+  bool prefetch_ = false;
+  NextLayerGuess guess_;
+  // [n_moe_layers]: the RMSNorm gain each MoE block's router input takes, as its moe_block calls give it (fixed
+  // per block; a block's is known once it has run, so from the first decode step on); null until then.
+  std::vector<const std::vector<float>*> moe_norm_;
   // forward() after its checks and the embedding lookup into x: the layers and the logits (before the soft-cap).
   void forward_layers(float* x, int64_t pos, int64_t n, std::span<float> logits, LogitsMode mode,
                       std::span<int32_t> routing);

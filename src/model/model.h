@@ -96,6 +96,9 @@ struct ModelInfo {
   // The VRAM expert tier's slots and why ("7542 VRAM slots (30% of 24576) of 2.9 MiB, 21.6 GiB as given; the rest
   // in RAM"); empty without one.
   std::string experts_vram;
+  // The next-layer prefetch (model/next_layer_guess.h): how the guesses are made, or why none are; empty when
+  // the expert source does not read ahead.
+  std::string expert_prefetch;
 };
 
 // What an architecture says about a file before loading it: the sizes that its defaults and memory estimates

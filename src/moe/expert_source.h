@@ -60,6 +60,16 @@ class ExpertSource {
   // [0, n_moe_layers), not the block index: block shape().moe_layers[layer]) to `consumer` once.
   // Must not allocate in steady state (it runs inside the forward pass).
   virtual void fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) = 0;
+  // A hint between fetches (the next-layer prefetch, model/next_layer_guess.h): MoE layer `layer`'s next fetch will
+  // probably ask for `experts` (distinct ids). A source that reads experts may start reading the ones it does not
+  // hold; that fetch takes over the reads of the ones it asks for and drops the rest. Never changes what a fetch
+  // delivers. Must not allocate. The default ignores it.
+  virtual void prefetch(int64_t layer, std::span<const int32_t> experts) {
+    (void)layer;
+    (void)experts;
+  }
+  // Whether prefetch() can do anything, so the forward pass guesses only for a source that reads ahead.
+  virtual bool reads_ahead() const { return false; }
 };
 
 }  // namespace moetier::moe

@@ -18,6 +18,14 @@ struct StreamCounters {
   // windows; also counted in bytes_read). Swap-outs are counted in evictions.
   uint64_t swaps = 0;
   uint64_t swap_bytes = 0;
+  // Next-layer prefetch (StreamingOptions::ahead_slots): the experts guessed for a layer's next fetch, how many of
+  // them that fetch asked for, the guesses read ahead (those neither held nor already reading), how many of those a
+  // fetch took over, and the bytes the reads ahead returned (whole page-aligned windows; also in bytes_read).
+  uint64_t ahead_guesses = 0;
+  uint64_t ahead_right = 0;
+  uint64_t ahead_reads = 0;
+  uint64_t ahead_used = 0;
+  uint64_t ahead_bytes = 0;
 
   StreamCounters& operator+=(const StreamCounters& o) {
     hits += o.hits;
@@ -30,6 +38,11 @@ struct StreamCounters {
     mgmt_ms += o.mgmt_ms;
     swaps += o.swaps;
     swap_bytes += o.swap_bytes;
+    ahead_guesses += o.ahead_guesses;
+    ahead_right += o.ahead_right;
+    ahead_reads += o.ahead_reads;
+    ahead_used += o.ahead_used;
+    ahead_bytes += o.ahead_bytes;
     return *this;
   }
   // The counts since `o` was taken, when *this is a later snapshot of the same counters (a step's delta).
@@ -44,6 +57,11 @@ struct StreamCounters {
     mgmt_ms -= o.mgmt_ms;
     swaps -= o.swaps;
     swap_bytes -= o.swap_bytes;
+    ahead_guesses -= o.ahead_guesses;
+    ahead_right -= o.ahead_right;
+    ahead_reads -= o.ahead_reads;
+    ahead_used -= o.ahead_used;
+    ahead_bytes -= o.ahead_bytes;
     return *this;
   }
   friend StreamCounters operator-(StreamCounters a, const StreamCounters& b) { return a -= b; }

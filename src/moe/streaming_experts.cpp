@@ -26,6 +26,7 @@ static_assert(ExpertStore::kMaxSlices <= (1 << kTagShift));
 constexpr uint64_t kSwapTag = uint64_t{1} << 62;  // set on background swap reads; the job is a SwapJob index
 constexpr uint64_t kSliceMask = (uint64_t{1} << kTagShift) - 1;
 constexpr uint64_t kWarmTag = uint64_t{1} << 61;  // set on warm-start reads; the rest is the slice's index
+constexpr uint64_t kAheadTag = uint64_t{1} << 60;  // set on reads ahead; the job is an Ahead index
 
 HeatModel heat_model(const gguf::GgufModel& m, const ExpertShape& sh) {
   HeatModel h;
@@ -46,6 +47,7 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
   const size_t n_keys = static_cast<size_t>(sh.n_moe_layers) * E;
   if (opts.lanes < 1) fail("read lanes must be at least 1, got {}", opts.lanes);
   if (opts.working_slots < 0) fail("working slots must be at least 1, got {}", opts.working_slots);
+  if (opts.ahead_slots < 0) fail("ahead slots must be at least 0, got {}", opts.ahead_slots);
   if (opts.n_expert_used < 0 || opts.n_expert_used > sh.n_expert) {
     fail("{}: n_expert_used {} is out of range, expected 0..{} (0: the file's expert_used_count)",
          model.path().string(), opts.n_expert_used, sh.n_expert);
@@ -56,11 +58,13 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
 
   std::string note;
   io::EngineOptions eo{opts.engine, opts.lanes, opts.fail_read};
-  // Outstanding reads: a fetch's (at most every expert of a layer) plus the background swaps' (swap_slice_limit_).
+  // Outstanding reads: a fetch's (at most every expert of a layer), the background swaps' (swap_slice_limit_) and
+  // the reads ahead (each ahead slot's).
   swap_slice_limit_ = static_cast<size_t>(std::max(opts.lanes, ExpertStore::kMaxSlices));
-  engine_ = io::make_read_engine(files_, eo, E * ExpertStore::kMaxSlices + swap_slice_limit_, &note);
+  const auto n_ahead = static_cast<size_t>(opts.ahead_slots);
+  engine_ = io::make_read_engine(files_, eo, (E + n_ahead) * ExpertStore::kMaxSlices + swap_slice_limit_, &note);
   if (!note.empty() && opts.log) opts.log(note);
-  arena_ = SlotArena(store_.slot_bytes(), n_cache, n_working);
+  arena_ = SlotArena(store_.slot_bytes(), n_cache, n_working, opts.ahead_slots);
 
   if (n_cache > 0) {
     CacheConfig cc;
@@ -97,6 +101,9 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
   moe_layer_misses_.assign(static_cast<size_t>(sh.n_moe_layers), 0);
   swaps_ = SwapQueue(n_keys, static_cast<size_t>(n_cache));
   swap_jobs_.resize(static_cast<size_t>(opts.lanes));  // every job in flight holds at least one slice (lane)
+  ahead_.resize(n_ahead);
+  for (size_t i = 0; i < n_ahead; ++i) ahead_[i].slot = static_cast<int32_t>(n_cache + n_working + i);
+  guess_.resize(E);
   plan_.load.reserve(static_cast<size_t>(n_cache));
   plan_.evict.reserve(static_cast<size_t>(n_cache));
   heat_ = HeatProfile(heat_model(model, sh));
@@ -118,6 +125,7 @@ void StreamingExperts::start_job(int64_t layer, int32_t expert, uint8_t* slot, i
   job.expert = expert;
   job.slot = slot;
   job.working = working;
+  job.ahead = -1;
   job.remaining = store_.n_slices(layer);
   fg_outstanding_ += static_cast<size_t>(job.remaining);
   const size_t k = key(layer, expert);
@@ -141,6 +149,10 @@ void StreamingExperts::start_waiting(int64_t layer) {
 }
 
 void StreamingExperts::finish_job(int64_t layer, Job& job) {
+  if (job.ahead >= 0) {
+    ahead_[static_cast<size_t>(job.ahead)].job = -1;
+    job.ahead = -1;
+  }
   if (job.working >= 0) {
     free_working_.push_back(job.working);
     job.working = -1;
@@ -248,9 +260,9 @@ void StreamingExperts::plan_fetch(int64_t layer, std::span<const int32_t> expert
   fg_outstanding_ = 0;
   double swap_wait_ms = 0.0;  // stall on swaps already in flight, counted as stall rather than bookkeeping
   if (phase_ == Phase::decode) heat_.record(static_cast<int32_t>(layer), experts);
+  reap_background();
+  if (!error_.empty()) fail("{}", error_);
   if (policy_) {
-    reap_swaps();
-    if (!error_.empty()) fail("{}", error_);
     policy_->access(static_cast<int32_t>(layer), experts, phase_, access_);
     for (size_t i = 0; i < experts.size(); ++i) last_hit_[key(layer, experts[i])] = access_.hit[i];
     for (const ExpertKey& k : access_.evicted) {
@@ -287,6 +299,14 @@ void StreamingExperts::plan_fetch(int64_t layer, std::span<const int32_t> expert
       continue;
     }
     if (policy_) swaps_.remove(k);  // a queued swap taken over by this fetch: its slot stays reserved
+    if (guess_layer_ == layer) {
+      size_t a = 0;
+      while (a < ahead_.size() && !(ahead_[a].live && ahead_[a].key == static_cast<int32_t>(k))) ++a;
+      if (a < ahead_.size()) {
+        take_ahead(layer, e, a, retained);
+        continue;
+      }
+    }
     if (retained) {
       if (slot_of_[k] < 0) {
         assert(!free_slots_.empty() && "strict capacity keeps the residents within the slots");
@@ -299,7 +319,109 @@ void StreamingExperts::plan_fetch(int64_t layer, std::span<const int32_t> expert
       waiting_[waiting_n_++] = e;
     }
   }
+  if (guess_layer_ == layer) {
+    for (size_t g = 0; g < n_guess_; ++g)
+      totals_.ahead_right += std::find(experts.begin(), experts.end(), guess_[g]) != experts.end() ? 1 : 0;
+  }
+  drop_guesses();
   totals_.mgmt_ms += ms_since(t0) - swap_wait_ms;
+}
+
+// A miss read ahead: this fetch's job from now on, delivered when its last slice lands (at once when it has). An
+// expert the cache keeps trades slots: the one read into becomes its cache slot, the cache slot assigned to it
+// becomes the entry's.
+void StreamingExperts::take_ahead(int64_t layer, int32_t expert, size_t i, bool retained) {
+  Ahead& a = ahead_[i];
+  const size_t k = key(layer, expert);
+  if (retained) {
+    if (slot_of_[k] < 0) {
+      assert(!free_slots_.empty() && "strict capacity keeps the residents within the slots");
+      slot_of_[k] = free_slots_.back();
+      free_slots_.pop_back();
+    }
+    std::swap(slot_of_[k], a.slot);
+  } else if (slot_of_[k] >= 0) {
+    free_slot(k);  // a queued swap the strict capacity gave up
+  }
+  const size_t j = n_jobs_++;
+  Job& job = jobs_[j];
+  job.expert = expert;
+  job.slot = arena_.slot(retained ? slot_of_[k] : a.slot);
+  job.working = -1;
+  job.ahead = static_cast<int32_t>(i);
+  job.remaining = a.remaining;
+  a.job = static_cast<int32_t>(j);
+  a.live = false;
+  fg_outstanding_ += static_cast<size_t>(a.remaining);
+  if (a.remaining == 0) ready_[n_ready_++] = static_cast<int32_t>(j);
+  ++totals_.ahead_used;
+}
+
+void StreamingExperts::prefetch(int64_t layer, std::span<const int32_t> experts) {
+  if (ahead_.empty() || !error_.empty()) return;
+  assert(layer >= 0 && layer < store_.shape().n_moe_layers &&
+         experts.size() <= static_cast<size_t>(store_.shape().n_expert));
+  const auto t0 = Clock::now();
+  fetched_ = true;
+  reap_background();  // frees the entries whose reads landed since
+  drop_guesses();
+  guess_layer_ = layer;
+  n_guess_ = experts.size();
+  std::copy(experts.begin(), experts.end(), guess_.begin());
+  totals_.ahead_guesses += experts.size();
+  size_t i = 0;
+  for (const int32_t e : experts) {
+    const size_t k = key(layer, e);
+    if (slot_of_[k] >= 0) continue;  // held, or a swap's reserved slot: the swap reads it
+    while (i < ahead_.size() && !ahead_free(ahead_[i])) ++i;
+    if (i == ahead_.size()) break;
+    Ahead& a = ahead_[i];
+    a.key = static_cast<int32_t>(k);
+    a.live = true;
+    a.remaining = store_.n_slices(layer);
+    ahead_slices_ += static_cast<size_t>(a.remaining);
+    ++totals_.ahead_reads;
+    if (read_before_[k] != 0) totals_.reread_bytes += store_.expert_bytes(layer);
+    read_before_[k] = 1;
+    uint8_t* slot = arena_.slot(a.slot);
+    for (int s = 0; s < a.remaining; ++s) {
+      const SliceRead r = store_.slice_read(layer, e, s);
+      engine_->submit(io::ReadOp{r.shard, r.file_offset, r.length, slot + r.region,
+                                 kAheadTag | (static_cast<uint64_t>(i) << kTagShift) | static_cast<uint64_t>(s)});
+    }
+  }
+  totals_.mgmt_ms += ms_since(t0);
+}
+
+void StreamingExperts::drop_guesses() {
+  for (Ahead& a : ahead_) a.live = false;
+  guess_layer_ = -1;
+  n_guess_ = 0;
+}
+
+void StreamingExperts::on_ahead_read(const io::ReadDone& d) {
+  Ahead& a = ahead_[(d.tag & ~kAheadTag) >> kTagShift];
+  --a.remaining;
+  --ahead_slices_;
+  totals_.io_ms += d.ms;
+  if (d.result > 0) {
+    totals_.bytes_read += static_cast<uint64_t>(d.result);
+    totals_.ahead_bytes += static_cast<uint64_t>(d.result);
+  }
+  const auto n_expert = static_cast<size_t>(store_.shape().n_expert);
+  const auto layer = static_cast<int64_t>(static_cast<size_t>(a.key) / n_expert);
+  const auto expert = static_cast<int32_t>(static_cast<size_t>(a.key) % n_expert);
+  const SliceRead r = store_.slice_read(layer, expert, static_cast<int>(d.tag & kSliceMask));
+  if ((d.result < 0 || static_cast<uint64_t>(d.result) < r.need) && error_.empty()) {
+    error_ = fmt::format("read ahead of expert {} of MoE layer {} (blk.{}): {}", expert, layer,
+                         store_.shape().moe_layers[static_cast<size_t>(layer)],
+                         files_.describe_failure(r.shard, r.file_offset, r.length, d.result));
+  }
+  if (a.job < 0) return;  // not (yet) taken over by a fetch
+  --fg_outstanding_;
+  Job& job = jobs_[static_cast<size_t>(a.job)];
+  if (--job.remaining > 0 || !error_.empty()) return;
+  ready_[n_ready_++] = a.job;
 }
 
 // Misses whose background read is running into their reserved slot: waits for those reads (only swaps are
@@ -357,6 +479,7 @@ void StreamingExperts::deliver_fetch(int64_t layer, ExpertConsumer& consumer) {
   }
   if (!error_.empty()) fail("{}", error_);
   if (!hits_delivered) deliver_hits(layer, consumer);
+  deliver_ready(layer, consumer);  // reads ahead that had landed before this fetch, when nothing else was read
 }
 
 // Every miss's read at once: the retained ones into their cache slots, then the others into working slots while
@@ -384,8 +507,8 @@ void StreamingExperts::deliver_hits(int64_t layer, ExpertConsumer& consumer) {
 // One landed read. A slice of a foreground job: when it is the job's last, the job joins ready_. A failed or
 // short one poisons the store (error_); the first failure is the one reported.
 void StreamingExperts::on_read(int64_t layer, const io::ReadDone& d) {
-  if ((d.tag & kSwapTag) != 0) {
-    on_swap_read(d);
+  if ((d.tag & (kSwapTag | kAheadTag)) != 0) {
+    on_background_read(d);
     return;
   }
   --fg_outstanding_;
@@ -425,9 +548,10 @@ void StreamingExperts::deliver_ready(int64_t layer, ExpertConsumer& consumer) {
 
 StreamCounters StreamingExperts::end_step() {
   if (phase_ == Phase::decode) heat_.end_decode_step();
+  drop_guesses();
   if (policy_) {
     const auto t0 = Clock::now();
-    reap_swaps();
+    reap_background();
     policy_->end_step(phase_, plan_);
     for (const ExpertKey& k : plan_.evict) {
       const size_t kk = key(k.layer, k.expert);
@@ -525,24 +649,35 @@ void StreamingExperts::on_swap_read(const io::ReadDone& d) {
   policy_->swap_landed(ek);  // no-op when a fetch already took the key over
 }
 
-void StreamingExperts::reap_swaps() {
+void StreamingExperts::on_background_read(const io::ReadDone& d) {
+  if ((d.tag & kAheadTag) != 0) {
+    on_ahead_read(d);
+  } else {
+    on_swap_read(d);
+  }
+}
+
+void StreamingExperts::reap_background() {
   io::ReadDone d;
-  while (n_swap_jobs_ > 0 && engine_->try_wait(d)) on_swap_read(d);
+  while ((n_swap_jobs_ > 0 || ahead_slices_ > 0) && engine_->try_wait(d)) on_background_read(d);
 }
 
 void StreamingExperts::wait_swap(size_t k) {
-  while (swaps_.state(k) == SwapState::in_flight) on_swap_read(engine_->wait());
+  while (swaps_.state(k) == SwapState::in_flight) on_background_read(engine_->wait());
 }
 
 uint64_t StreamingExperts::resident_bytes() const { return policy_ ? policy_->resident_bytes() : 0; }
 
 std::string StreamingExperts::describe() const {
   constexpr double kMiB = 1024.0 * 1024.0;
-  return fmt::format("{} lanes, {}, {}, cache {} slots of {:.2f} MiB ({:.1f} MiB), {} working slots, policy {}",
+  return fmt::format("{} lanes, {}, {}, cache {} slots of {:.2f} MiB ({:.1f} MiB), {} working slots{}, policy {}",
                      engine_->lanes(), io::engine_name(engine_->kind()), files_.direct_note(), arena_.n_cache(),
                      static_cast<double>(arena_.slot_bytes()) / kMiB,
                      static_cast<double>(arena_.slot_bytes() * static_cast<uint64_t>(arena_.n_cache())) / kMiB,
-                     arena_.n_working(), policy_ ? std::string(policy_->name()) : std::string("none"));
+                     arena_.n_working(),
+                     arena_.n_ahead() > 0 ? fmt::format(", {} ahead slots (next-layer prefetch)", arena_.n_ahead())
+                                          : std::string(),
+                     policy_ ? std::string(policy_->name()) : std::string("none"));
 }
 
 }  // namespace moetier::moe

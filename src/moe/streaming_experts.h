@@ -32,6 +32,14 @@
 // resident.
 // A fetch that needs a swap still queued takes it over as its own miss (into the reserved slot); one whose read
 // is in flight waits for that read. Both count as misses, as the policy protocol says (cache_policy.h).
+// Next-layer prefetch (ahead_slots > 0): prefetch(layer, guess) reads the guessed experts that are neither held nor
+// reserved for a swap into slots of their own (the ahead slots), at once, on the lanes the fetch before left idle.
+// The layer's next fetch looks its experts up as always (a guessed expert is still a miss: the hit rate is the
+// cache's), then takes over each read ahead that it asks for, landed or still in flight: an expert the cache keeps
+// stays in the slot it was read into, which becomes its cache slot (the cache slot assigned to it becomes an ahead
+// slot: no copy), one it does not keep is delivered from the ahead slot like a working slot. Guesses that fetch
+// does not ask for are dropped (a read in flight lands unused), as are all guesses at end_step(). A failed read
+// ahead poisons the store as a fetch's own does.
 // Memory: everything (slots, queues, bookkeeping) is allocated by the constructor; fetch() and end_step()
 // allocate nothing. Thread-safety: one thread (the forward pass) calls everything.
 #pragma once
@@ -66,6 +74,7 @@ struct StreamingOptions {
   bool overlap = true;         // deliver experts as their reads land (false: after the whole round)
   bool direct = true;          // O_DIRECT reads (false = no_odirect: buffered pread)
   int working_slots = 0;       // slots for experts not retained; 0 = max(4, 2 * lanes)
+  int ahead_slots = 0;         // slots for experts read ahead on a prefetch() guess; 0: prefetch() does nothing
   // Top-k in force (an --n-expert-used override or a route replay's); 0: the file's expert_used_count. The
   // policy's cliff guard compares the cache with one token's working set of this many experts per layer.
   int64_t n_expert_used = 0;
@@ -84,12 +93,15 @@ class StreamingExperts final : public ExpertSource {
 
   const ExpertShape& shape() const override { return store_.shape(); }
   void fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) override;
+  void prefetch(int64_t layer, std::span<const int32_t> experts) override;
+  bool reads_ahead() const override { return arena_.n_ahead() > 0; }
 
   // Warm start, before the first fetch: the policy makes the first experts of `hottest_first` resident while they
   // fit the cache (CachePolicy::warm) and this reads them into their slots, every slice in file order (ascending
   // shard and offset) with every lane busy, returning when all have landed. Not counted in totals(): the run's
   // steps read what the warm start did not. Throws moetier::Error when called after a fetch, or naming the file and
   // offset for a failed read (the store is then unusable). Without a cache (cache_bytes 0) it reads nothing.
+  // "Before the first fetch" includes prefetch().
   struct WarmStart {
     int64_t experts = 0;
     uint64_t bytes = 0;
@@ -120,13 +132,15 @@ class StreamingExperts final : public ExpertSource {
   uint64_t slot_bytes() const { return arena_.slot_bytes(); }  // one slot, bytes
   int64_t cache_slots() const { return arena_.n_cache(); }
   int64_t working_slots() const { return arena_.n_working(); }
+  int64_t ahead_slots() const { return arena_.n_ahead(); }
   uint64_t arena_bytes() const { return arena_.bytes(); }  // all slots, bytes
   uint64_t resident_bytes() const;  // expert bytes now held by the cache
   const ExpertStore& store() const { return store_; }
   const io::ModelFiles& files() const { return files_; }
   const io::ReadEngine& engine() const { return *engine_; }
   const CachePolicy* policy() const { return policy_.get(); }
-  // "N lanes, io_uring, direct I/O, cache C slots of S MiB (P MiB), W working slots", for the start log.
+  // "N lanes, io_uring, direct I/O, cache C slots of S MiB (P MiB), W working slots[, A ahead slots]", for the
+  // start log.
   std::string describe() const;
 
  private:
@@ -135,6 +149,7 @@ class StreamingExperts final : public ExpertSource {
     uint8_t* slot = nullptr;
     int32_t working = -1;  // working slot index, or -1 for a cache slot
     int remaining = 0;     // slices still in flight
+    int32_t ahead = -1;    // the read ahead (ahead_) it took over, or -1
   };
   // An expert whose background swap landed while this fetch waited for it, used once and not kept.
   struct Once {
@@ -159,7 +174,8 @@ class StreamingExperts final : public ExpertSource {
     int32_t key = -1;   // layer * n_expert + expert, or -1 when the job is free
     int remaining = 0;  // slices still in flight
   };
-  void reap_swaps();                          // collects completed swap reads without blocking
+  void reap_background();                     // collects completed swap reads and reads ahead without blocking
+  void on_background_read(const io::ReadDone& d);  // a swap's or a read ahead's slice (no fetch read outstanding)
   void on_swap_read(const io::ReadDone& d);   // one swap slice completed
   void issue_swaps();                         // starts queued swaps on idle lanes (no fetch read outstanding)
   void wait_swap(size_t k);                   // blocks until the in-flight swap of key k has landed
@@ -204,6 +220,25 @@ class StreamingExperts final : public ExpertSource {
   size_t n_swap_jobs_ = 0;              // jobs in flight
   size_t swap_slices_ = 0;              // swap slices in flight
   size_t swap_slice_limit_ = 0;         // max(lanes, most slices of one expert)
+
+  // Next-layer prefetch. An ahead entry is free when it holds no live guess, no fetch has taken it over and no
+  // slice of it is in flight.
+  struct Ahead {
+    int32_t key = -1;    // layer * n_expert + expert of its latest read
+    int32_t slot = -1;   // the arena slot it reads into (traded for the cache slot of an expert the cache keeps)
+    int remaining = 0;   // slices in flight
+    int32_t job = -1;    // the current fetch's job (jobs_) that took it over, or -1
+    bool live = false;   // a guess of the latest prefetch() not yet dropped
+  };
+  bool ahead_free(const Ahead& a) const { return !a.live && a.job < 0 && a.remaining == 0; }
+  void take_ahead(int64_t layer, int32_t expert, size_t i, bool retained);  // the fetch takes over ahead_[i]
+  void on_ahead_read(const io::ReadDone& d);  // one slice read ahead completed
+  void drop_guesses();                        // every live guess not taken over becomes dead
+  std::vector<Ahead> ahead_;            // [ahead slots]
+  std::vector<int32_t> guess_;          // [n_expert] the latest prefetch()'s experts, for ahead_right
+  size_t n_guess_ = 0;
+  int64_t guess_layer_ = -1;            // the MoE layer they are for; -1: none
+  size_t ahead_slices_ = 0;             // slices read ahead in flight
 
   HeatProfile heat_;                    // decode routing counts, for the next run's warm start
   bool fetched_ = false;                // a fetch has happened (warm() must come before)

@@ -85,12 +85,21 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
   double cpu = 0;
   int64_t flt = 0, swaps = 0, swap_bytes = 0;
   const bool tier = !rows.empty() && rows.front().vram_hits >= 0;
+  const bool ahead = !rows.empty() && rows.front().ahead_guesses >= 0;
+  if (ahead) s.ahead_guesses = s.ahead_right = s.ahead_reads = s.ahead_used = s.ahead_bytes = 0;
   int64_t decode_cpu = 0, decode_pcie = 0;
   if (tier) {
     s.vram_hits = s.vram_fills = s.vram_cpu = s.vram_swaps = s.vram_copy_bytes = s.vram_pcie = s.vram_pcie_bytes = 0;
     s.vram_cpu_ms = s.vram_copy_ms = 0;
   }
   for (const auto& r : rows) {
+    if (ahead) {
+      s.ahead_guesses += r.ahead_guesses;
+      s.ahead_right += r.ahead_right;
+      s.ahead_reads += r.ahead_reads;
+      s.ahead_used += r.ahead_used;
+      s.ahead_bytes += r.ahead_bytes;
+    }
     if (tier) {
       s.vram_hits += r.vram_hits;
       s.vram_fills += r.vram_fills;
@@ -175,13 +184,15 @@ std::string summary_fields(const RunSummary& s) {
       "cpu_ms={:.3f} majflt={} peak_rss_mib={:.1f} swaps={} swap_bytes={} interrupted={} bound={} "
       "first8_hit_pct={:.4f} first16_hit_pct={:.4f} first32_hit_pct={:.4f} steady_hit_pct={:.4f} vram_hits={} "
       "vram_fills={} vram_cpu={} vram_swaps={} vram_copy_bytes={} vram_cpu_ms={:.3f} vram_copy_ms={:.3f} "
-      "vram_hit_pct={:.4f} vram_cpu_per_layer={:.4f} vram_pcie={} vram_pcie_bytes={} vram_pcie_per_layer={:.4f}",
+      "vram_hit_pct={:.4f} vram_cpu_per_layer={:.4f} vram_pcie={} vram_pcie_bytes={} vram_pcie_per_layer={:.4f} "
+      "ahead_guesses={} ahead_right={} ahead_reads={} ahead_used={} ahead_bytes={}",
       s.steps, s.prefill_tokens, s.prefill_ms, s.decode_tokens, s.decode_ms, s.steady_skip, s.steady_rule,
       s.steady_tokens, s.steady_ms, s.hits, s.misses, s.hit_pct, s.evictions, s.read_bytes, s.reread_bytes, s.io_ms,
       s.stall_ms, s.mgmt_ms, s.compute_ms, s.wall_ms, s.cpu_ms, s.majflt, s.peak_rss_mib, s.swaps, s.swap_bytes,
       s.interrupted, step_bound(s), s.first_hit_pct[0], s.first_hit_pct[1], s.first_hit_pct[2], s.steady_hit_pct,
       s.vram_hits, s.vram_fills, s.vram_cpu, s.vram_swaps, s.vram_copy_bytes, s.vram_cpu_ms, s.vram_copy_ms,
-      s.vram_hit_pct, s.vram_cpu_per_layer, s.vram_pcie, s.vram_pcie_bytes, s.vram_pcie_per_layer);
+      s.vram_hit_pct, s.vram_cpu_per_layer, s.vram_pcie, s.vram_pcie_bytes, s.vram_pcie_per_layer, s.ahead_guesses,
+      s.ahead_right, s.ahead_reads, s.ahead_used, s.ahead_bytes);
 }
 
 std::string format_summary(const RunSummary& s, int lanes) {
@@ -223,6 +234,15 @@ std::string format_summary(const RunSummary& s, int lanes) {
     if (s.steady_hit_pct >= 0)
       windows += fmt::format("{}steady: {:.1f}%", windows.empty() ? "" : ", ", s.steady_hit_pct);
     if (!windows.empty()) o += fmt::format("decode hit rate: {}\n", windows);
+    if (s.ahead_guesses > 0) {
+      o += fmt::format("expert prefetch: {} experts guessed, {:.1f}% of them asked for; {} read ahead (the rest were "
+                       "held), {} of those used ({:.1f}%), {:.1f} MiB read ahead (part of the MiB read)\n",
+                       s.ahead_guesses,
+                       pct(static_cast<uint64_t>(s.ahead_right), static_cast<uint64_t>(s.ahead_guesses)),
+                       s.ahead_reads, s.ahead_used,
+                       pct(static_cast<uint64_t>(s.ahead_used), static_cast<uint64_t>(s.ahead_reads)),
+                       static_cast<double>(s.ahead_bytes) / kMiB);
+    }
     if (s.swaps >= 0)
       o += fmt::format("adaptive tier: {} background swap-ins landed, {:.1f} MiB read by them (part of the MiB read)\n",
                        s.swaps, static_cast<double>(s.swap_bytes) / kMiB);
@@ -292,6 +312,10 @@ RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, c
            "swaps, the CPU pool's and those copies' wall time, misses copied into a staging slot for their layer "
            "(the PCIe share) and their bytes); -1 without a tier; with a tier and resident experts, cache_hit_pct "
            "is the tier's running hit rate\n";
+    pre += "# note ahead_*: the next-layer prefetch's counters of the step (--expert-prefetch next): experts "
+           "guessed for the next MoE layer, of them asked for by its fetch, read ahead (guessed and not held), of "
+           "those taken over by a fetch, and the bytes read ahead (also in read_bytes); a guessed expert still "
+           "counts as a miss; -1 when the expert store does not read ahead\n";
     pre += "# note a value that could not be measured is -1\n";
     pre += "# note the summary's interrupted= is no for a run that ended as asked, else the signal that stopped it "
            "early (SIGINT: Ctrl-C, SIGTERM); a file without a summary line was cut short (the process was killed)\n";
@@ -386,6 +410,13 @@ void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
       r.swaps = static_cast<int64_t>(d.swaps);
       r.swap_bytes = static_cast<int64_t>(d.swap_bytes);
     }
+    if (stream_->ahead_slots() > 0) {
+      r.ahead_guesses = static_cast<int64_t>(d.ahead_guesses);
+      r.ahead_right = static_cast<int64_t>(d.ahead_right);
+      r.ahead_reads = static_cast<int64_t>(d.ahead_reads);
+      r.ahead_used = static_cast<int64_t>(d.ahead_used);
+      r.ahead_bytes = static_cast<int64_t>(d.ahead_bytes);
+    }
     if (stream_->cache_slots() > 0) {
       run_hits_ += r.hits;
       run_lookups_ += r.hits + r.misses;
@@ -415,11 +446,12 @@ void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
   if (csv_ != nullptr)
     fmt::print(csv_,
                "{},{},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.2f},{:.3f},{},{},{},{},{},{},{},{},"
-               "{},{},{},{:.3f},{:.3f},{},{}\n",
+               "{},{},{},{:.3f},{:.3f},{},{},{},{},{},{},{}\n",
                r.step, r.steps, prefill ? "prefill" : "decode", r.wall_ms, r.compute_ms, r.io_ms, r.read_bytes,
                r.hit_pct, r.stall_ms, r.mgmt_ms, r.majflt, r.cpu_ms, r.rss_mib, r.cache_resident_mib, r.hits, r.misses,
                r.evictions, r.reread_bytes, r.swaps, r.swap_bytes, r.vram_hits, r.vram_fills, r.vram_cpu, r.vram_swaps,
-               r.vram_copy_bytes, r.vram_cpu_ms, r.vram_copy_ms, r.vram_pcie, r.vram_pcie_bytes);
+               r.vram_copy_bytes, r.vram_cpu_ms, r.vram_copy_ms, r.vram_pcie, r.vram_pcie_bytes, r.ahead_guesses,
+               r.ahead_right, r.ahead_reads, r.ahead_used, r.ahead_bytes);
   if (progress_ == 1)
     fmt::print(stderr, "[{} {}] {:.1f} tok/s | hit {:.1f}% | read {:.2f} MiB | stall {:.1f} ms\n",
                prefill ? "prefill" : "token", r.step, per_s(static_cast<double>(n_tokens), r.wall_ms), r.hit_pct,

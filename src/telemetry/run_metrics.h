@@ -42,7 +42,8 @@ namespace moetier::telemetry {
 inline constexpr const char* kColumns =
     "step,steps,phase,wall_ms,compute_ms,io_ms,read_bytes,cache_hit_pct,stall_ms,mgmt_ms,majflt,cpu_ms,rss_mib,"
     "cache_resident_mib,hits,misses,evictions,reread_bytes,swaps,swap_bytes,vram_hits,vram_fills,vram_cpu,"
-    "vram_swaps,vram_copy_bytes,vram_cpu_ms,vram_copy_ms,vram_pcie,vram_pcie_bytes";
+    "vram_swaps,vram_copy_bytes,vram_cpu_ms,vram_copy_ms,vram_pcie,vram_pcie_bytes,ahead_guesses,ahead_right,"
+    "ahead_reads,ahead_used,ahead_bytes";
 
 struct StepRow {
   int64_t step = 0;        // 0-based row number
@@ -72,6 +73,10 @@ struct StepRow {
   int64_t vram_hits = -1, vram_fills = -1, vram_cpu = -1, vram_swaps = -1, vram_copy_bytes = -1;
   double vram_cpu_ms = -1, vram_copy_ms = -1;
   int64_t vram_pcie = -1, vram_pcie_bytes = -1;
+  // The next-layer prefetch's counters of the step (moe::StreamCounters' ahead_*): experts guessed, of them asked
+  // for by the fetch they were guessed for, read ahead, of those taken over by a fetch, and the bytes read ahead
+  // (part of read_bytes). -1 when the expert store does not read ahead.
+  int64_t ahead_guesses = -1, ahead_right = -1, ahead_reads = -1, ahead_used = -1, ahead_bytes = -1;
 };
 
 // What the summary and the report say about a run. Computed from rows; the CSV's `# summary` line holds these.
@@ -105,6 +110,8 @@ struct RunSummary {
   double vram_cpu_ms = -1, vram_copy_ms = -1, vram_hit_pct = -1, vram_cpu_per_layer = -1;
   int64_t vram_pcie = -1, vram_pcie_bytes = -1;
   double vram_pcie_per_layer = -1;  // the decode's PCIe-share misses per MoE layer and round
+  // The next-layer prefetch's totals (StepRow's ahead_*), -1 when the store does not read ahead.
+  int64_t ahead_guesses = -1, ahead_right = -1, ahead_reads = -1, ahead_used = -1, ahead_bytes = -1;
   // "no" for a run that ended as asked; else the signal that stopped it early ("SIGINT": Ctrl-C, "SIGTERM").
   std::string interrupted = "no";
 };

@@ -18,10 +18,6 @@ constexpr const char* kFullMessage = "moetier: error: writing standard output fa
 
 std::string qwen() { return (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string(); }
 std::string tmp(const std::string& name) { return (test::tmp_dir("output") / name).string(); }
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // Runs moetier with its stdout on /dev/full; the result's output is its stderr.
 test::CliResult run_to_full_disk(const std::string& args) { return test::run_cli(args, "2>&1 >/dev/full"); }
@@ -39,7 +35,7 @@ TEST(Output, RunToAFullDiskIsAnErrorAndStopsGenerating) {
   const auto csv = tmp("full.csv");
   const auto r = run_to_full_disk("run -m '" + qwen() + "' --temp 0 -n 128 -p 'Once upon a time' --csv '" + csv + "'");
   expect_write_failure(r);
-  const std::string text = slurp(csv);
+  const std::string text = test::read_file(csv);
   EXPECT_NE(text.find("# summary "), std::string::npos) << text;
   EXPECT_NE(text.find(" decode_tokens=0 "), std::string::npos) << text;
   EXPECT_EQ(text.find(",decode,"), std::string::npos) << text;

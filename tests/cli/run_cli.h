@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "test_support.h"
@@ -35,6 +37,12 @@ inline CliResult run_shell(const std::string& cmd) {
 // `redirect` is the shell redirection after the arguments: stderr joins stdout by default.
 inline CliResult run_cli(const std::string& args, const std::string& redirect = "2>&1") {
   return run_shell(cli_path() + " " + args + " " + redirect);
+}
+
+// A file's whole text (a metrics CSV, a route trace); empty when it cannot be read.
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace moetier::test

@@ -160,7 +160,7 @@ namespace moetier {
 namespace {
 
 // Streaming changes how weights arrive, never the math: the greedy text is the resident run's, whatever the
-// cache, lanes, overlap, direct I/O or dense-weights policy.
+// cache, lanes, overlap, direct I/O, dense-weights policy or next-layer prefetch.
 TEST(RunStreaming, SameTextAsResident) {
   const auto m = (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string();
   const std::string base = "run -m '" + m + "' -p 'Once upon a time' -n 24 --temp 0 ";
@@ -172,7 +172,8 @@ TEST(RunStreaming, SameTextAsResident) {
   ASSERT_EQ(resident.exit_code, 0) << resident.output;
   for (const std::string flags :
        {"--cache-mb 64", "--cache-mb 0", "--cache-mb 1 --io-threads 1 --no-overlap",
-        "--cache-mb 2 --no-odirect --dense-weights mmap", "--cache-mb 2 --dense-weights warm --io-engine io_uring"}) {
+        "--cache-mb 2 --no-odirect --dense-weights mmap", "--cache-mb 2 --dense-weights warm --io-engine io_uring",
+        "--cache-mb 1 --expert-prefetch next"}) {
     SCOPED_TRACE(flags);
     const auto r = test::run_cli(base + "--experts stream " + flags);
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -248,6 +249,35 @@ TEST(RunStreaming, HeatProfileWarmStartsTheNextRun) {
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir / "cache" / "heat"),
                           std::filesystem::directory_iterator()),
             1);
+}
+
+// --expert-prefetch next says in the start log how it guesses, and the summary and the metrics CSV count the
+// guesses; it does nothing where the experts do not stream, and says so.
+TEST(RunStreaming, NextLayerPrefetchCountsItsGuesses) {
+  const auto m = (test::oracle_dir() / "models/tiny-qwen3moe-Q4_K_M.gguf").string();
+  const auto csv = (test::tmp_dir("cli_prefetch") / "m.csv").string();
+  auto r = test::run_cli("run -m '" + m + "' -p 'Once upon a time' -n 12 --temp 0 --heat off --experts stream "
+                         "--cache-mb 1 --expert-prefetch next --csv '" + csv + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("expert prefetch: next layer"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("4 ahead slots"), std::string::npos) << r.output;  // n_expert_used
+  EXPECT_NE(r.output.find("experts guessed"), std::string::npos) << r.output;
+  const std::string text = test::read_file(csv);
+  EXPECT_NE(text.find("# config expert_prefetch=next layer"), std::string::npos);
+  const auto at = text.find(" ahead_guesses=");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GT(std::stoll(text.substr(at + 15)), 0) << text.substr(at, 80);
+
+  r = test::run_cli("run -m '" + m + "' -p hi -n 2 --heat off --experts stream --cache-mb 1 --csv '" + csv + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("ahead slots"), std::string::npos) << r.output;
+  EXPECT_NE(test::read_file(csv).find(" ahead_guesses=-1 "), std::string::npos);
+  r = test::run_cli("run -m '" + m + "' -p hi -n 2 --experts resident --expert-prefetch next");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--expert-prefetch next has no effect"), std::string::npos) << r.output;
+  r = test::run_cli("run -m '" + m + "' -p hi -n 2 --experts stream --expert-prefetch always");
+  EXPECT_GT(r.exit_code, 100);
+  EXPECT_NE(r.output.find("--expert-prefetch"), std::string::npos) << r.output;
 }
 
 TEST(RunStreaming, BadStreamingFlagsAreClearErrors) {

@@ -22,6 +22,7 @@ namespace moetier::moe {
 namespace {
 
 namespace fs = std::filesystem;
+using test::same_expert;
 
 // `src` with blk.0's routed experts replaced by a dense SwiGLU FFN (expert 0's slices as ffn_gate, ffn_up,
 // ffn_down [n_ff] x [n_embd]), its router and expert biases dropped and <arch>.leading_dense_block_count = 1.
@@ -58,20 +59,6 @@ fs::path dense_lead_copy(const std::string& name) {
   }
   moetier::test::publish_once(part, dest);
   return dest;
-}
-
-bool same_bytes(const quant::WeightView& a, const quant::WeightView& b) {
-  return a.type == b.type && a.rows == b.rows && a.cols == b.cols && a.row_bytes == b.row_bytes &&
-         std::memcmp(a.data, b.data, static_cast<size_t>(a.rows) * a.row_bytes) == 0;
-}
-
-bool same_expert(const ExpertWeights& a, const ExpertWeights& b, const ExpertShape& sh) {
-  if (!same_bytes(a.gate, b.gate) || !same_bytes(a.up, b.up) || !same_bytes(a.down, b.down)) return false;
-  if ((a.gate_bias == nullptr) != (b.gate_bias == nullptr)) return false;
-  if (a.gate_bias == nullptr) return true;
-  const auto F = static_cast<size_t>(sh.n_ff) * 4, D = static_cast<size_t>(sh.n_embd) * 4;
-  return std::memcmp(a.gate_bias, b.gate_bias, F) == 0 && std::memcmp(a.up_bias, b.up_bias, F) == 0 &&
-         std::memcmp(a.down_bias, b.down_bias, D) == 0;
 }
 
 // Checks every delivered expert of MoE layer `layer` against `want` (the resident source over the same file)

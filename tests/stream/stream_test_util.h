@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "model/eval.h"
 #include "model/model.h"
 #include "model/token_input.h"
+#include "moe/expert_source.h"
 #include "test_support.h"
 
 namespace moetier::moe::test {
@@ -28,6 +30,21 @@ inline model::TokenInput oracle_tokens(const std::string& name, const char* prom
       model::read_token_input(moetier::test::oracle_ref(name, prompt).string(), 0);
   t.tokens.resize(static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(t.tokens.size()), t.n_prefill + decode)));
   return t;
+}
+
+inline bool same_bytes(const quant::WeightView& a, const quant::WeightView& b) {
+  return a.type == b.type && a.rows == b.rows && a.cols == b.cols && a.row_bytes == b.row_bytes &&
+         std::memcmp(a.data, b.data, static_cast<size_t>(a.rows) * a.row_bytes) == 0;
+}
+
+// The same weights and biases, byte for byte.
+inline bool same_expert(const ExpertWeights& a, const ExpertWeights& b, const ExpertShape& sh) {
+  if (!same_bytes(a.gate, b.gate) || !same_bytes(a.up, b.up) || !same_bytes(a.down, b.down)) return false;
+  if ((a.gate_bias == nullptr) != (b.gate_bias == nullptr)) return false;
+  if (a.gate_bias == nullptr) return true;
+  const auto F = static_cast<size_t>(sh.n_ff) * 4, D = static_cast<size_t>(sh.n_embd) * 4;
+  return std::memcmp(a.gate_bias, b.gate_bias, F) == 0 && std::memcmp(a.up_bias, b.up_bias, F) == 0 &&
+         std::memcmp(a.down_bias, b.down_bias, D) == 0;
 }
 
 inline std::string param_name(std::string s) {

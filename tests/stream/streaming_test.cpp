@@ -1,7 +1,7 @@
 // The gate of expert streaming: for every oracle MoE model, a streamed run's logits and routing are bit-identical
 // (memcmp) to the resident run's, whatever the cache size (none, one or two experts per layer: constant eviction,
-// all experts), lanes, engine, overlap, direct I/O, dense policy, or split into three shards; and a streamed run
-// meets the oracle's tolerances.
+// all experts), lanes, engine, overlap, direct I/O, dense policy, the next-layer prefetch, or split into three
+// shards; and a streamed run meets the oracle's tolerances.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -31,11 +31,13 @@ struct Config {
   bool overlap = true;
   bool direct = true;
   DensePolicy dense = DensePolicy::mmap;
+  bool prefetch = false;  // the next-layer prefetch: n_expert_used ahead slots, guesses from the model
 
   std::string name() const {
-    return fmt::format("cache{}_{}x{}_{}_{}_{}", cache_per_layer == kAll ? std::string("all") : std::to_string(cache_per_layer),
-                       lanes, io::engine_name(engine), overlap ? "overlap" : "serial", direct ? "direct" : "buffered",
-                       dense_policy_name(dense));
+    return fmt::format("cache{}_{}x{}_{}_{}_{}{}",
+                       cache_per_layer == kAll ? std::string("all") : std::to_string(cache_per_layer), lanes,
+                       io::engine_name(engine), overlap ? "overlap" : "serial", direct ? "direct" : "buffered",
+                       dense_policy_name(dense), prefetch ? "_prefetch" : "");
   }
 };
 
@@ -43,6 +45,8 @@ struct StreamRun {
   model::EvalResult result;
   StreamCounters counters;
   int64_t cache_slots = 0;
+  std::string prefetch_note;  // ModelInfo::expert_prefetch
+  int64_t one_token_passes = 0;  // forward passes of one token (those guess the next layers' experts)
 };
 
 const model::TokenInput& tokens_of(const std::string& name) {
@@ -78,6 +82,7 @@ StreamRun streamed_run(const fs::path& path, const std::string& name, const Conf
     const ExpertStore store(file);
     const int64_t per = c.cache_per_layer == kAll ? store.shape().n_expert : c.cache_per_layer;
     so.cache_bytes = store.slot_bytes() * static_cast<uint64_t>(per * store.shape().n_moe_layers);
+    if (c.prefetch) so.ahead_slots = static_cast<int>(file.metadata().get_uint(file.architecture() + ".expert_used_count"));
   }
   so.lanes = c.lanes;
   so.engine = c.engine;
@@ -97,6 +102,8 @@ StreamRun streamed_run(const fs::path& path, const std::string& name, const Conf
   r.result = model::evaluate(*m, t.tokens, t.n_prefill);
   r.counters = s->totals();
   r.cache_slots = s->cache_slots();
+  r.prefetch_note = m->info().expert_prefetch;
+  r.one_token_passes = static_cast<int64_t>(t.tokens.size()) - t.n_prefill + (t.n_prefill == 1 ? 1 : 0);
   return r;
 }
 
@@ -124,6 +131,26 @@ void expect_sane(const StreamRun& r, const Config& c, const std::string& what) {
   } else {
     EXPECT_GT(k.evictions, 0u) << what;
   }
+  if (!c.prefetch) {
+    EXPECT_EQ(k.ahead_guesses + k.ahead_reads + k.ahead_bytes, 0u) << what;
+    return;
+  }
+  // Every one-token pass guesses the experts of every MoE layer after the first, n_expert_used each, unless the
+  // model says why it does not guess.
+  if (r.prefetch_note.starts_with("next layer")) {
+    const auto guessed_layers = static_cast<uint64_t>(r.result.n_moe_layers - 1);
+    EXPECT_EQ(k.ahead_guesses, static_cast<uint64_t>(r.one_token_passes) * guessed_layers *
+                                   static_cast<uint64_t>(r.result.n_expert_used))
+        << what;
+  } else {
+    EXPECT_TRUE(r.prefetch_note.starts_with("off: ")) << what << ": " << r.prefetch_note;
+    EXPECT_EQ(k.ahead_guesses, 0u) << what;
+  }
+  EXPECT_LE(k.ahead_right, k.ahead_guesses) << what;
+  EXPECT_LE(k.ahead_reads, k.ahead_guesses) << what;
+  EXPECT_LE(k.ahead_used, k.ahead_reads) << what;
+  EXPECT_LE(k.ahead_bytes, k.bytes_read) << what;
+  if (k.ahead_reads > 0) EXPECT_GT(k.ahead_bytes, 0u) << what;
 }
 
 // Every MoE model, a spread of configurations.
@@ -137,6 +164,9 @@ TEST_P(StreamAllModels, BitIdenticalToResident) {
       {1, 4, io::EngineKind::uring, false, true, DensePolicy::mmap},
       {2, 2, io::EngineKind::pread_pool, true, false, DensePolicy::anon},
       {kAll, 4, io::EngineKind::uring, true, true, DensePolicy::warm},
+      {0, 2, io::EngineKind::uring, true, true, DensePolicy::mmap, true},
+      {1, 4, io::EngineKind::pread_pool, false, true, DensePolicy::mmap, true},
+      {2, 4, io::EngineKind::uring, true, false, DensePolicy::mmap, true},
   };
   for (const Config& c : configs) {
     const StreamRun r = streamed_run(test::model_path(name), name, c);
