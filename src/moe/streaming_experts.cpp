@@ -302,7 +302,7 @@ void StreamingExperts::plan_fetch(int64_t layer, std::span<const int32_t> expert
     if (guess_layer_ == layer) {
       size_t a = 0;
       while (a < ahead_.size() && !(ahead_[a].live && ahead_[a].key == static_cast<int32_t>(k))) ++a;
-      if (a < ahead_.size()) {
+      if (a < ahead_.size() && ahead_[a].next_slice > 0) {  // a read not started is read as a plain miss
         take_ahead(layer, e, a, retained);
         continue;
       }
@@ -346,15 +346,46 @@ void StreamingExperts::take_ahead(int64_t layer, int32_t expert, size_t i, bool 
   const size_t j = n_jobs_++;
   Job& job = jobs_[j];
   job.expert = expert;
-  job.slot = arena_.slot(retained ? slot_of_[k] : a.slot);
+  job.slot = a.dst;
   job.working = -1;
   job.ahead = static_cast<int32_t>(i);
-  job.remaining = a.remaining;
+  job.remaining = a.in_flight + (a.n_slices - a.next_slice);  // the unsubmitted slices go out with issue_reads
   a.job = static_cast<int32_t>(j);
   a.live = false;
-  fg_outstanding_ += static_cast<size_t>(a.remaining);
-  if (a.remaining == 0) ready_[n_ready_++] = static_cast<int32_t>(j);
+  fg_outstanding_ += static_cast<size_t>(job.remaining);
+  if (job.remaining == 0) ready_[n_ready_++] = static_cast<int32_t>(j);
   ++totals_.ahead_used;
+}
+
+void StreamingExperts::submit_ahead(size_t i, int max_slices) {
+  Ahead& a = ahead_[i];
+  const auto n_expert = static_cast<size_t>(store_.shape().n_expert);
+  const auto layer = static_cast<int64_t>(static_cast<size_t>(a.key) / n_expert);
+  const auto expert = static_cast<int32_t>(static_cast<size_t>(a.key) % n_expert);
+  if (a.next_slice == 0 && a.n_slices > 0 && max_slices > 0) {
+    ++totals_.ahead_reads;
+    if (read_before_[static_cast<size_t>(a.key)] != 0) totals_.reread_bytes += store_.expert_bytes(layer);
+    read_before_[static_cast<size_t>(a.key)] = 1;
+  }
+  for (; max_slices > 0 && a.next_slice < a.n_slices; --max_slices) {
+    const int s = a.next_slice++;
+    ++a.in_flight;
+    ++ahead_slices_;
+    const SliceRead r = store_.slice_read(layer, expert, s);
+    engine_->submit(io::ReadOp{r.shard, r.file_offset, r.length, a.dst + r.region,
+                               kAheadTag | (static_cast<uint64_t>(i) << kTagShift) | static_cast<uint64_t>(s)});
+  }
+}
+
+// Idle lanes only: a read ahead may be wrong, and the next fetch's own reads queue behind whatever is submitted.
+void StreamingExperts::issue_ahead() {
+  const auto lanes = static_cast<size_t>(engine_->lanes());
+  for (size_t i = 0; i < ahead_.size(); ++i) {
+    if (!ahead_[i].live) continue;
+    const size_t busy = engine_->outstanding();
+    if (busy >= lanes) return;
+    submit_ahead(i, static_cast<int>(lanes - busy));
+  }
 }
 
 void StreamingExperts::prefetch(int64_t layer, std::span<const int32_t> experts) {
@@ -364,6 +395,7 @@ void StreamingExperts::prefetch(int64_t layer, std::span<const int32_t> experts)
   const auto t0 = Clock::now();
   fetched_ = true;
   reap_background();  // frees the entries whose reads landed since
+  if (!error_.empty()) return;  // poisoned by a read just collected: the next fetch throws
   drop_guesses();
   guess_layer_ = layer;
   n_guess_ = experts.size();
@@ -378,30 +410,27 @@ void StreamingExperts::prefetch(int64_t layer, std::span<const int32_t> experts)
     Ahead& a = ahead_[i];
     a.key = static_cast<int32_t>(k);
     a.live = true;
-    a.remaining = store_.n_slices(layer);
-    ahead_slices_ += static_cast<size_t>(a.remaining);
-    ++totals_.ahead_reads;
-    if (read_before_[k] != 0) totals_.reread_bytes += store_.expert_bytes(layer);
-    read_before_[k] = 1;
-    uint8_t* slot = arena_.slot(a.slot);
-    for (int s = 0; s < a.remaining; ++s) {
-      const SliceRead r = store_.slice_read(layer, e, s);
-      engine_->submit(io::ReadOp{r.shard, r.file_offset, r.length, slot + r.region,
-                                 kAheadTag | (static_cast<uint64_t>(i) << kTagShift) | static_cast<uint64_t>(s)});
-    }
+    a.dst = arena_.slot(a.slot);
+    a.next_slice = 0;
+    a.n_slices = store_.n_slices(layer);
+    ++i;
   }
+  issue_ahead();
   totals_.mgmt_ms += ms_since(t0);
 }
 
 void StreamingExperts::drop_guesses() {
-  for (Ahead& a : ahead_) a.live = false;
+  for (Ahead& a : ahead_) {
+    a.live = false;
+    if (a.job < 0) a.n_slices = a.next_slice;  // its unread slices are never read
+  }
   guess_layer_ = -1;
   n_guess_ = 0;
 }
 
 void StreamingExperts::on_ahead_read(const io::ReadDone& d) {
   Ahead& a = ahead_[(d.tag & ~kAheadTag) >> kTagShift];
-  --a.remaining;
+  --a.in_flight;
   --ahead_slices_;
   totals_.io_ms += d.ms;
   if (d.result > 0) {
@@ -457,6 +486,7 @@ void StreamingExperts::deliver_fetch(int64_t layer, ExpertConsumer& consumer) {
   if (opts_.overlap) {
     deliver_hits(layer, consumer);
     hits_delivered = true;
+    deliver_ready(layer, consumer);  // reads ahead that landed before this fetch, while its own reads run
   }
   while (fg_outstanding_ > 0) {
     const auto tw = Clock::now();
@@ -486,6 +516,10 @@ void StreamingExperts::deliver_fetch(int64_t layer, ExpertConsumer& consumer) {
 // one is free (the rest start as delivered jobs recycle theirs). Counted as bookkeeping, as issue_swaps is.
 void StreamingExperts::issue_reads(int64_t layer) {
   const auto t0 = Clock::now();
+  // Reads ahead taken over with slices still unsubmitted: the rest of each is now this fetch's own read.
+  for (size_t j = 0; j < n_jobs_; ++j) {
+    if (jobs_[j].ahead >= 0) submit_ahead(static_cast<size_t>(jobs_[j].ahead), store_.n_slices(layer));
+  }
   for (size_t i = 0; i < n_retained_; ++i) {
     const int32_t e = retained_[i];
     start_job(layer, e, arena_.slot(slot_of_[key(layer, e)]), -1);
@@ -594,7 +628,8 @@ void StreamingExperts::issue_swaps() {
     const auto expert = static_cast<int32_t>(k % n_expert);
     const auto n_slices = static_cast<size_t>(store_.n_slices(layer));
     // Idle lanes only: one expert at a time may exceed the lanes, otherwise swaps never queue behind each other.
-    if (swap_slices_ > 0 && swap_slices_ + n_slices > static_cast<size_t>(engine_->lanes())) return;
+    const size_t busy = swap_slices_ + ahead_slices_;
+    if (busy > 0 && busy + n_slices > static_cast<size_t>(engine_->lanes())) return;
     if (n_swap_jobs_ == swap_jobs_.size()) return;
     swaps_.start_front();
     size_t j = 0;

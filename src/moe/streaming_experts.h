@@ -33,7 +33,9 @@
 // A fetch that needs a swap still queued takes it over as its own miss (into the reserved slot); one whose read
 // is in flight waits for that read. Both count as misses, as the policy protocol says (cache_policy.h).
 // Next-layer prefetch (ahead_slots > 0): prefetch(layer, guess) reads the guessed experts that are neither held nor
-// reserved for a swap into slots of their own (the ahead slots), at once, on the lanes the fetch before left idle.
+// reserved for a swap into slots of their own (the ahead slots), on the lanes the fetch before left idle: a slice
+// is submitted only while fewer reads than lanes are outstanding, so a wrong guess delays the next fetch's own reads
+// by at most one read per lane; a guess whose read had not started when its fetch comes is read as a plain miss.
 // The layer's next fetch looks its experts up as always (a guessed expert is still a miss: the hit rate is the
 // cache's), then takes over each read ahead that it asks for, landed or still in flight: an expert the cache keeps
 // stays in the slot it was read into, which becomes its cache slot (the cache slot assigned to it becomes an ahead
@@ -224,21 +226,26 @@ class StreamingExperts final : public ExpertSource {
   // Next-layer prefetch. An ahead entry is free when it holds no live guess, no fetch has taken it over and no
   // slice of it is in flight.
   struct Ahead {
-    int32_t key = -1;    // layer * n_expert + expert of its latest read
-    int32_t slot = -1;   // the arena slot it reads into (traded for the cache slot of an expert the cache keeps)
-    int remaining = 0;   // slices in flight
-    int32_t job = -1;    // the current fetch's job (jobs_) that took it over, or -1
-    bool live = false;   // a guess of the latest prefetch() not yet dropped
+    int32_t key = -1;        // layer * n_expert + expert of its latest read
+    int32_t slot = -1;       // the arena slot it owns (traded for the cache slot of an expert the cache keeps)
+    uint8_t* dst = nullptr;  // the slot its latest read goes to (still the read's after a trade)
+    int next_slice = 0;      // slices submitted so far
+    int n_slices = 0;        // slices to submit in all (cut to next_slice when the guess is dropped)
+    int in_flight = 0;       // slices submitted and not yet landed
+    int32_t job = -1;        // the current fetch's job (jobs_) that took it over, or -1
+    bool live = false;       // a guess of the latest prefetch() not yet dropped
   };
-  bool ahead_free(const Ahead& a) const { return !a.live && a.job < 0 && a.remaining == 0; }
+  bool ahead_free(const Ahead& a) const { return !a.live && a.job < 0 && a.in_flight == 0; }
   void take_ahead(int64_t layer, int32_t expert, size_t i, bool retained);  // the fetch takes over ahead_[i]
-  void on_ahead_read(const io::ReadDone& d);  // one slice read ahead completed
-  void drop_guesses();                        // every live guess not taken over becomes dead
+  void submit_ahead(size_t i, int max_slices);  // submits up to max_slices more slices of ahead_[i]'s read
+  void issue_ahead();                           // live guesses' slices while a lane is idle
+  void on_ahead_read(const io::ReadDone& d);    // one slice read ahead completed
+  void drop_guesses();                          // every live guess not taken over becomes dead, unread slices too
   std::vector<Ahead> ahead_;            // [ahead slots]
   std::vector<int32_t> guess_;          // [n_expert] the latest prefetch()'s experts, for ahead_right
   size_t n_guess_ = 0;
   int64_t guess_layer_ = -1;            // the MoE layer they are for; -1: none
-  size_t ahead_slices_ = 0;             // slices read ahead in flight
+  size_t ahead_slices_ = 0;             // slices read ahead in flight (counted with the swaps' against the lanes)
 
   HeatProfile heat_;                    // decode routing counts, for the next run's warm start
   bool fetched_ = false;                // a fetch has happened (warm() must come before)

@@ -236,7 +236,8 @@ std::string format_summary(const RunSummary& s, int lanes) {
     if (!windows.empty()) o += fmt::format("decode hit rate: {}\n", windows);
     if (s.ahead_guesses > 0) {
       o += fmt::format("expert prefetch: {} experts guessed, {:.1f}% of them asked for; {} read ahead (the rest were "
-                       "held), {} of those used ({:.1f}%), {:.1f} MiB read ahead (part of the MiB read)\n",
+                       "held, reading already, or found no free ahead slot or idle lane before their fetch), {} of "
+                       "those used ({:.1f}%), {:.1f} MiB read ahead (part of the MiB read)\n",
                        s.ahead_guesses,
                        pct(static_cast<uint64_t>(s.ahead_right), static_cast<uint64_t>(s.ahead_guesses)),
                        s.ahead_reads, s.ahead_used,
@@ -313,8 +314,8 @@ RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, c
            "(the PCIe share) and their bytes); -1 without a tier; with a tier and resident experts, cache_hit_pct "
            "is the tier's running hit rate\n";
     pre += "# note ahead_*: the next-layer prefetch's counters of the step (--expert-prefetch next): experts "
-           "guessed for the next MoE layer, of them asked for by its fetch, read ahead (guessed and not held), of "
-           "those taken over by a fetch, and the bytes read ahead (also in read_bytes); a guessed expert still "
+           "guessed for the next MoE layer, of them asked for by its fetch, read ahead (guessed, not held and started on an idle lane "
+           "before the fetch), of those taken over by a fetch, and the bytes read ahead (also in read_bytes); a guessed expert still "
            "counts as a miss; -1 when the expert store does not read ahead\n";
     pre += "# note a value that could not be measured is -1\n";
     pre += "# note the summary's interrupted= is no for a run that ended as asked, else the signal that stopped it "

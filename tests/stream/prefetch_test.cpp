@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "moe/resident_experts.h"
@@ -40,12 +42,15 @@ class Checker final : public ExpertConsumer {
 };
 
 struct Fixture {
-  explicit Fixture(const std::string& name, int64_t cache_per_layer, int ahead, int lanes = 4)
+  explicit Fixture(const std::string& name, int64_t cache_per_layer, int ahead, int lanes = 4,
+                   const std::string& policy = "lru")
       : file(gguf::GgufModel::open(test::model_path(name))), store(file), resident(file, store.shape()) {
     StreamingOptions so;
     so.cache_bytes = store.slot_bytes() * static_cast<uint64_t>(cache_per_layer * store.shape().n_moe_layers);
     so.ahead_slots = ahead;
     so.lanes = lanes;
+    so.policy = policy;
+    so.policy_params.adapt_every = 2;  // swap passes often enough to overlap the guesses
     stream = std::make_unique<StreamingExperts>(file, so);
   }
   void fetch(int64_t layer, std::vector<int32_t> experts, Checker& c) {
@@ -81,19 +86,46 @@ TEST(Prefetch, AFetchTakesOverTheReadsAheadItAsksForAndTheCacheKeepsThem) {
   t = f.stream->totals();
   EXPECT_EQ(t.hits, 2u);
   EXPECT_EQ(t.misses, 2u);
-  // A held expert is not read ahead; a guess of another layer replaces the last one.
+  // A held expert is not read ahead.
   f.stream->prefetch(1, std::vector<int32_t>{3, 7});
   EXPECT_EQ(f.stream->totals().ahead_reads, 2u);
+  // A guess of another layer replaces the last one: layer 1's fetch finds no guess of its own (ahead_right counts
+  // a live guess whether or not its read started).
+  f.stream->prefetch(1, std::vector<int32_t>{0, 1});
   f.stream->prefetch(0, std::vector<int32_t>{1, 2});
-  f.stream->end_step();  // drops every guess
-  f.fetch(0, {1, 2}, c);
+  f.fetch(1, {0, 1}, c);
+  t = f.stream->totals();
+  EXPECT_EQ(t.ahead_used, 1u);
+  EXPECT_EQ(t.ahead_right, 1u);
+  // end_step() drops every guess.
+  f.stream->prefetch(0, std::vector<int32_t>{4, 5});
+  f.stream->end_step();
+  f.fetch(0, {4, 5}, c);
   t = f.stream->totals();
   EXPECT_EQ(t.ahead_used, 1u);
   EXPECT_EQ(t.ahead_right, 1u);
 }
 
+// Reads ahead start on idle lanes only: with one lane, one slice of the first guess goes out; the fetch takes that
+// read over (its other slices become the fetch's own reads) and reads the guess that never started as a plain miss.
+TEST(Prefetch, AGuessWaitsForAnIdleLane) {
+  Fixture f("micro-qwen3moe-F16", 0, 2, 1);
+  ASSERT_GT(f.store.n_slices(1), 1);
+  Checker c(f.resident);
+  f.stream->prefetch(1, std::vector<int32_t>{3, 5});
+  StreamCounters t = f.stream->totals();
+  EXPECT_EQ(t.ahead_guesses, 2u);
+  EXPECT_EQ(t.ahead_reads, 1u);
+  f.fetch(1, {3, 5}, c);
+  t = f.stream->totals();
+  EXPECT_EQ(t.ahead_right, 2u);
+  EXPECT_EQ(t.ahead_used, 1u);
+  EXPECT_EQ(t.misses, 2u);
+  EXPECT_GE(t.bytes_read, 2 * f.store.expert_bytes(1));
+}
+
 TEST(Prefetch, NoCacheDeliversTheReadsAheadOnce) {
-  Fixture f("micro-gptoss-F16", 0, 4, 1);
+  Fixture f("micro-gptoss-F16", 0, 4, 4 * ExpertStore::kMaxSlices);  // lanes for every guess's slices
   Checker c(f.resident);
   f.stream->prefetch(1, std::vector<int32_t>{0, 1, 2, 3});
   f.fetch(1, {1, 2, 6}, c);
@@ -101,18 +133,27 @@ TEST(Prefetch, NoCacheDeliversTheReadsAheadOnce) {
   EXPECT_EQ(t.ahead_used, 2u);
   EXPECT_EQ(t.ahead_right, 2u);
   EXPECT_EQ(t.misses, 3u);
-  // The slots read ahead are free again: the next guess reads all of its experts.
-  f.stream->prefetch(1, std::vector<int32_t>{0, 1, 2, 3});
-  EXPECT_EQ(f.stream->totals().ahead_reads, 8u);
-  f.fetch(1, {0, 1, 2, 3}, c);
-  EXPECT_EQ(f.stream->totals().ahead_used, 6u);
+  EXPECT_EQ(t.ahead_reads, 4u);
+  // The slots of the reads taken over are free again once delivered (the wrong guesses' may still be reading):
+  // the next guess of two reads both.
+  f.stream->prefetch(1, std::vector<int32_t>{1, 2});
+  EXPECT_EQ(f.stream->totals().ahead_reads, 6u);
+  f.fetch(1, {1, 2}, c);
+  EXPECT_EQ(f.stream->totals().ahead_used, 4u);
 }
 
-// Random guesses (right, wrong, partly held) before random fetches over every layer, with evictions: every
-// delivery is the resident source's bytes, and the counters stay consistent.
+// Random guesses (right, wrong, partly held) before random fetches over every layer, with evictions (and, with
+// the adaptive policy, background swaps between the tokens): every delivery is the resident source's bytes, and
+// the counters stay consistent.
 TEST(Prefetch, RandomGuessesNeverChangeWhatIsDelivered) {
-  for (const int64_t cache : {int64_t{0}, int64_t{1}, int64_t{3}}) {
-    Fixture f("micro-qwen3moe-F16", cache, 3, 2);
+  struct Case {
+    int64_t cache;
+    const char* policy;
+  };
+  for (const Case& k : {Case{0, "lru"}, Case{1, "lru"}, Case{3, "lru"}, Case{2, "adaptive"}, Case{3, "adaptive"}}) {
+    const int64_t cache = k.cache;
+    SCOPED_TRACE(fmt::format("cache {} a layer, policy {}", cache, k.policy));
+    Fixture f("micro-qwen3moe-F16", cache, 3, 4, k.policy);
     const ExpertShape& sh = f.store.shape();
     Checker c(f.resident);
     std::mt19937 rng(static_cast<uint32_t>(7 + cache));
@@ -142,6 +183,7 @@ TEST(Prefetch, RandomGuessesNeverChangeWhatIsDelivered) {
     EXPECT_LE(t.ahead_used, t.ahead_reads);
     EXPECT_LE(t.ahead_right, t.ahead_guesses);
     EXPECT_LE(f.stream->resident_bytes(), static_cast<uint64_t>(f.stream->cache_slots()) * f.store.slot_bytes());
+    if (std::string(k.policy) == "adaptive") EXPECT_GT(t.swap_bytes, 0u);
   }
 }
 

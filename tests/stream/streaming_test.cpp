@@ -2,6 +2,7 @@
 // (memcmp) to the resident run's, whatever the cache size (none, one or two experts per layer: constant eviction,
 // all experts), lanes, engine, overlap, direct I/O, dense policy, the next-layer prefetch, or split into three
 // shards; and a streamed run meets the oracle's tolerances.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -103,7 +104,11 @@ StreamRun streamed_run(const fs::path& path, const std::string& name, const Conf
   r.counters = s->totals();
   r.cache_slots = s->cache_slots();
   r.prefetch_note = m->info().expert_prefetch;
-  r.one_token_passes = static_cast<int64_t>(t.tokens.size()) - t.n_prefill + (t.n_prefill == 1 ? 1 : 0);
+  // As model::evaluate steps: the prefill in chunks of n_batch (any of them may hold one token), then one token a
+  // pass.
+  const int64_t n_batch = m->info().n_batch;
+  r.one_token_passes = static_cast<int64_t>(t.tokens.size()) - t.n_prefill;
+  for (int64_t s0 = 0; s0 < t.n_prefill; s0 += n_batch) r.one_token_passes += std::min(n_batch, t.n_prefill - s0) == 1;
   return r;
 }
 
