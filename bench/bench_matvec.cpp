@@ -24,9 +24,11 @@
 
 #include "quant/fp16.h"
 #include "quant/ggml_type.h"
+#include "quant/kernels/int8_kernels.h"
 #include "quant/kernels/matmul_kernels.h"
 #include "quant/kernels/vec_kernels.h"
 #include "quant/matmul.h"
+#include "quant/repack.h"
 #include "util/thread_pool.h"
 
 namespace {
@@ -83,6 +85,15 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t rows, int64_t cols) {
   return m;
 }
 
+// The weights in `layout` (the GGUF bytes as they are, or repacked).
+std::vector<uint8_t> repacked(std::vector<uint8_t> w, GgmlType t, int64_t rows, int64_t cols,
+                              quant::WeightLayout layout) {
+  if (layout == quant::WeightLayout::gguf) return w;
+  std::vector<uint8_t> out(w.size());
+  quant::repack_rows16(t, w.data(), quant::row_bytes(t, cols), cols, 0, rows / quant::kRows16, out.data());
+  return out;
+}
+
 // Bytes of weights that do not fit in the caches: four times the L3 the C library reports, at least 128 MiB.
 size_t cold_bytes() {
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -101,10 +112,12 @@ moetier::util::ThreadPool& pool(int threads) {
 // may see a 300 MiB L3).
 // hot: one copy, multiplied again and again, so it stays in cache: the kernel's compute ceiling, which must be
 // well above the read bandwidth for a DRAM-bound product to reach it.
+// layout rows16: the weights repacked at setup (quant/repack.h), as the engine holds its Q8_0 matrices where this
+// CPU has the kernels (registered only there).
 void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool reference,
-               quant::ActivationRounding rounding, bool hot) {
+               quant::ActivationRounding rounding, bool hot, quant::WeightLayout layout) {
   const int threads = static_cast<int>(state.range(0));
-  const std::vector<uint8_t> w = random_weights(t, rows, cols);
+  const std::vector<uint8_t> w = repacked(random_weights(t, rows, cols), t, rows, cols, layout);
   const size_t copies = hot ? 1 : std::max<size_t>(1, (cold_bytes() + w.size() - 1) / w.size());
   std::vector<uint8_t> all(w.size() * copies);  // [copies][rows, cols] of type t
   for (size_t c = 0; c < copies; ++c) std::memcpy(all.data() + c * w.size(), w.data(), w.size());
@@ -115,7 +128,8 @@ void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
   if (threads > 1) scratch.set_pool(&pool(threads));
   size_t c = 0;
   for (auto _ : state) {
-    const quant::WeightView view{t, all.data() + c * w.size(), rows, cols, quant::row_bytes(t, cols)};
+    quant::WeightView view{t, all.data() + c * w.size(), rows, cols, quant::row_bytes(t, cols)};
+    view.layout = layout;
     c = c + 1 == copies ? 0 : c + 1;
     if (reference) {
       quant::matmul_reference(view, x.data(), y.data(), 1, scratch);
@@ -232,15 +246,17 @@ void BM_Int8MacPeakVnni512(benchmark::State& state) {
 // Prefill's products: n_tok activation rows at once (a 128-token prompt gives the attention products 128 rows
 // and each routed expert ~n_tok * n_expert_used / n_expert of them, 8 for Qwen3-30B-A3B). Compute-bound, so the
 // weights stay in cache (one copy); reported as G multiply-accumulates per second, to set against Int8MacPeak.
-void BM_Matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int64_t n_tok) {
+void BM_Matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int64_t n_tok,
+               quant::WeightLayout layout) {
   const int threads = static_cast<int>(state.range(0));
-  const std::vector<uint8_t> w = random_weights(t, rows, cols);
+  const std::vector<uint8_t> w = repacked(random_weights(t, rows, cols), t, rows, cols, layout);
   std::vector<float> x(static_cast<size_t>(cols * n_tok));  // [n_tok, cols]
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f - 0.001f * static_cast<float>(i % 997);
   std::vector<float> y(static_cast<size_t>(rows * n_tok));  // [n_tok, rows]
   quant::MatmulScratch scratch(cols, n_tok, quant::ActivationRounding::match_ggml);
   if (threads > 1) scratch.set_pool(&pool(threads));
-  const quant::WeightView view{t, w.data(), rows, cols, quant::row_bytes(t, cols)};
+  quant::WeightView view{t, w.data(), rows, cols, quant::row_bytes(t, cols)};
+  view.layout = layout;
   for (auto _ : state) {
     quant::matmul(view, x.data(), y.data(), n_tok, scratch);
     benchmark::DoNotOptimize(y.data());
@@ -285,6 +301,7 @@ struct Shape {
 };
 
 int register_all() {
+  constexpr auto kGguf = quant::WeightLayout::gguf;
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx2"))
     benchmark::RegisterBenchmark("Int8MacPeak", BM_Int8MacPeak)->Arg(1)->Arg(2)->UseRealTime();
@@ -316,7 +333,7 @@ int register_all() {
       if (big && t != GgmlType::Q4_K && t != GgmlType::Q6_K && t != GgmlType::Q8_0) continue;
       const std::string name = "Matvec/" + std::string(quant::type_name(t)) + "/" + s.name;
       benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, s.rows, s.cols, false,
-                                   quant::ActivationRounding::match_ggml, false)
+                                   quant::ActivationRounding::match_ggml, false, kGguf)
           ->Arg(1)->Arg(2)->UseRealTime();
     }
   }
@@ -324,11 +341,11 @@ int register_all() {
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::MXFP4}) {
     const std::string exact = "MatvecExact/" + std::string(quant::type_name(t)) + "/2048x4096";
     benchmark::RegisterBenchmark(exact.c_str(), BM_Matvec, t, 2048, 4096, false, quant::ActivationRounding::exact,
-                                 false)
+                                 false, kGguf)
         ->Arg(1)->Arg(2)->UseRealTime();
     const std::string name = "MatvecReference/" + std::string(quant::type_name(t)) + "/768x2048";
     benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, 768, 2048, true, quant::ActivationRounding::exact,
-                                 false)
+                                 false, kGguf)
         ->Arg(1)->UseRealTime();
   }
   // The one-token kernels' cache-resident ceilings, for the types that carry the experts of the common mixes
@@ -337,14 +354,43 @@ int register_all() {
                      GgmlType::MXFP4}) {
     const std::string hot = "MatvecHot/" + std::string(quant::type_name(t)) + "/768x2048";
     auto* b = benchmark::RegisterBenchmark(hot.c_str(), BM_Matvec, t, 768, 2048, false,
-                                           quant::ActivationRounding::match_ggml, true)
+                                           quant::ActivationRounding::match_ggml, true, kGguf)
                   ->UseRealTime();
     for (int64_t n : rb_threads) b->Arg(n);  // speed_bench.sh sets a run's ceiling from these at its -t
   }
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
     for (int64_t n_tok : {8, 12, 128}) {
       const std::string name = "Matmul/" + std::string(quant::type_name(t)) + "/768x2048/tok" + std::to_string(n_tok);
-      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok)->Arg(1)->Arg(2)->UseRealTime();
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok, kGguf)->Arg(1)->Arg(2)->UseRealTime();
+    }
+  }
+  // The rows16 layout where this CPU reads it (Q8_0.rows16 in the names): the same products from repacked weights.
+  if (quant::kernels::has_rows16_kernel(GgmlType::Q8_0)) {
+    constexpr auto kRows16 = quant::WeightLayout::rows16;
+    const auto match = quant::ActivationRounding::match_ggml;
+    for (const Shape& s : shapes) {
+      const std::string name = std::string("Matvec/Q8_0.rows16/") + s.name;
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, GgmlType::Q8_0, s.rows, s.cols, false, match, false,
+                                   kRows16)
+          ->Arg(1)->Arg(2)->UseRealTime();
+    }
+    auto* b = benchmark::RegisterBenchmark("MatvecHot/Q8_0.rows16/768x2048", BM_Matvec, GgmlType::Q8_0, 768, 2048,
+                                           false, match, true, kRows16)
+                  ->UseRealTime();
+    for (int64_t n : rb_threads) b->Arg(n);
+    for (int64_t n_tok : {8, 12, 128}) {
+      const std::string name = "Matmul/Q8_0.rows16/768x2048/tok" + std::to_string(n_tok);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, GgmlType::Q8_0, 768, 2048, n_tok, kRows16)
+          ->Arg(1)->Arg(2)->UseRealTime();
+    }
+    // gpt-oss's attention and output rows (2880 columns: a group's 49 KiB outgrow a 48 KiB L1), both layouts.
+    for (const auto layout : {kGguf, kRows16}) {
+      for (int64_t n_tok : {32, 128}) {
+        const std::string name = std::string("Matmul/Q8_0") + (layout == kRows16 ? ".rows16" : "") +
+                                 "/2880x2880/tok" + std::to_string(n_tok);
+        benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, GgmlType::Q8_0, 2880, 2880, n_tok, layout)
+            ->Arg(1)->Arg(2)->UseRealTime();
+      }
     }
   }
   benchmark::RegisterBenchmark("Attention/qwen3-30b-a3b/ctx", BM_Attention)->Arg(512)->Arg(4096)->Arg(32768)

@@ -46,6 +46,9 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "override the model's top-k experts per token (lossy: changes the model's output; at most the "
                  "model's experts per layer)")
       ->transform(whole<int64_t>(1));
+  cmd.add_flag("--no-repack", no_repack,
+               "keep the dense Q8_0 matrices as the file stores them instead of a copy repacked for the AVX512-VNNI "
+               "kernels (the same results, slower; as llama.cpp)");
   const char* gg = "GPU (Vulkan)";
   cmd.add_option("--n-gpu-layers,--gpu-layers", n_gpu_layers,
                  "-ngl: blocks on the GPU, counted from the last block (as llama.cpp); more than the model's "
@@ -186,6 +189,7 @@ engine::EngineConfig ModelFlags::config() const {
   c.n_ctx = n_ctx;
   c.n_batch = n_batch;
   c.threads = threads;
+  c.repack = !no_repack;
   c.kv_type = parse_flag("--kv-type", kv_type, model::parse_kv_type);
   c.n_expert_used = n_expert_used;
   c.n_gpu_layers = n_gpu_layers;

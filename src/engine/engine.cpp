@@ -141,6 +141,7 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   opts.kv_type = cfg.kv_type;
   opts.n_expert_used = cfg.n_expert_used;
   opts.rounding = cfg.rounding;
+  opts.repack = cfg.repack;
   opts.n_seq = cfg.n_seq;
   opts.n_gpu_layers = cfg.n_gpu_layers;
   opts.n_cpu_moe = cfg.n_cpu_moe;
@@ -227,6 +228,7 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                                                    : "",
                            e->load_seconds_));
   log("cpu", fmt::format("{} threads, integer kernels {}", cfg.threads, quant::kernels::int8_kernels_name()));
+  log("repack", info.repack);
   if (!info.gpu.empty()) log("gpu", info.gpu);
   if (!info.experts_vram.empty()) log("experts", info.experts_vram);
   if (!info.expert_prefetch.empty()) log("expert prefetch", info.expert_prefetch);

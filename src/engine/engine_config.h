@@ -59,6 +59,7 @@ struct EngineConfig {
   model::KvType kv_type = model::KvType::f16;
   int64_t n_expert_used = 0;  // top-k override (lossy); 0: the model's (or a route replay's)
   quant::ActivationRounding rounding = quant::ActivationRounding::match_ggml;
+  bool repack = true;  // model::ModelOptions::repack (--no-repack clears it)
   // GPU placement (model::ModelOptions, model/gpu_placement.h): the last n_gpu_layers blocks' products on Vulkan
   // device gpu_device (more than the block count: the output head too), the experts of the first n_cpu_moe blocks
   // on the CPU. 0 layers: CPU only.

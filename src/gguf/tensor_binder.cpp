@@ -43,7 +43,12 @@ const TensorInfo& TensorBinder::tensor(const std::string& name, std::initializer
 
 quant::WeightView TensorBinder::matrix(const std::string& name, int64_t cols, int64_t rows) const {
   const TensorInfo& t = tensor(name, {cols, rows});
-  const quant::WeightView w{t.type, t.data, rows, cols, quant::row_bytes(t.type, cols)};
+  quant::WeightView w{t.type, t.data, rows, cols, quant::row_bytes(t.type, cols)};
+  if (repack_ != nullptr && name != "token_embd.weight" && quant::RepackedMatrices::takes(w)) {
+    auto it = repacked_.find(t.data);
+    if (it == repacked_.end()) it = repacked_.emplace(t.data, repack_->add(w)).first;
+    w = it->second;
+  }
   matrices_.push_back({name, w});
   return w;
 }

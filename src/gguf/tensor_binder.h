@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "gguf/gguf.h"
 #include "quant/matmul.h"
+#include "quant/repacked_matrices.h"
 
 namespace moetier::gguf {
 
@@ -31,8 +33,14 @@ class TensorBinder {
   // The tensor `name` with GGUF shape `ne` (ne[0] contiguous); any type with a dequantizer.
   const TensorInfo& tensor(const std::string& name, std::initializer_list<int64_t> ne) const;
 
-  // A matrix of `rows` rows of `cols` elements: GGUF shape [cols, rows].
+  // A matrix of `rows` rows of `cols` elements: GGUF shape [cols, rows]. With repack_into set, a matrix that
+  // RepackedMatrices::takes (other than token_embd.weight, whose rows are looked up) is a repacked copy, made once
+  // per tensor.
   quant::WeightView matrix(const std::string& name, int64_t cols, int64_t rows) const;
+
+  // From now on matrix() hands out repacked copies (quant/repack.h) made into `into` (not owned; must outlive the
+  // views): for a model whose products all run on the CPU with the integer kernels.
+  void repack_into(quant::RepackedMatrices* into) { repack_ = into; }
 
   // A stack of `n` matrices [cols, rows, n] viewed as one matrix of n * rows rows (index first).
   quant::WeightView matrix_stack(const std::string& name, int64_t cols, int64_t rows, int64_t n) const;
@@ -52,6 +60,8 @@ class TensorBinder {
   const GgufModel& file_;
   // Binding records what it bound; the binder is otherwise read-only, so the record is the one mutable part.
   mutable std::vector<BoundMatrix> matrices_;
+  quant::RepackedMatrices* repack_ = nullptr;
+  mutable std::map<const uint8_t*, quant::WeightView> repacked_;  // by the tensor's bytes in the mapping
 };
 
 // "blk.3.attn_q.weight" from (3, "attn_q.weight").

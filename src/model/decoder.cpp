@@ -39,6 +39,15 @@ DecoderModel::DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp,
   if (opts.vram_reserve_mib < 0) fail("--vram-reserve-mib {} is negative", opts.vram_reserve_mib);
   info_.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : default_context(ArchSummary{.n_ctx_train = hp.n_ctx_train});
   info_.n_batch = std::min(opts.n_batch, info_.n_ctx);
+  if (!opts.repack) {
+    info_.repack = "off (--no-repack)";
+  } else if (opts.rounding != quant::ActivationRounding::match_ggml) {
+    info_.repack = "off: the repacked kernels take 8-bit activations, not --exact-activations";
+  } else if (opts.n_gpu_layers > 0) {
+    info_.repack = "off: with -ngl the GPU reads the weights as the file stores them";
+  } else {
+    bind_.repack_into(&repacked_);
+  }
   tok_embd_ = bind_.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
   out_norm_ = bind_.vector("output_norm.weight", hp.n_embd);
   output_ = bind_.has("output.weight") ? bind_.matrix("output.weight", hp.n_embd, hp.n_vocab) : tok_embd_;
@@ -46,6 +55,14 @@ DecoderModel::DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp,
 
 void DecoderModel::setup(const DecoderSizes& s) {
   const int64_t B = info_.n_batch, D = hp_.n_embd;
+  if (info_.repack.empty()) {
+    info_.repack = repacked_.count() == 0
+                       ? fmt::format("none: no matrix of a type with a repacked kernel on this CPU ({})",
+                                     quant::kernels::int8_kernels_name())
+                       : fmt::format("{} Q8_0 matrices, {:.1f} MiB, 16 rows in the lanes, in {:.2f} s",
+                                     repacked_.count(), static_cast<double>(repacked_.bytes()) / (1024.0 * 1024.0),
+                                     repacked_.seconds());
+  }
   info_.n_moe_layers = moe_.n_moe_layers();
   info_.moe_layers.assign(moe_.layers().begin(), moe_.layers().end());
   info_.n_expert = info_.n_moe_layers > 0 ? moe_.hparams().n_expert : 0;

@@ -74,6 +74,10 @@ struct ModelOptions {
   // The adaptive tier's parameters for `slots` slots over `total` experts (the engine's rule and --adapt-*
   // flags, moe::decide_adapt over RAM); called once at setup, during the model's construction. Null: defaults.
   std::function<moe::PolicyParams(int64_t slots, int64_t total)> vram_policy;
+  // Hold the dense matrices whose type has a rows16 kernel on this CPU (Q8_0 with AVX512-VNNI) repacked with 16
+  // rows in the lanes (quant/repack.h): the same results, bit for bit, from faster kernels, at the cost of a copy
+  // in memory the model owns. Only where every product runs on the CPU's integer kernels (no -ngl, match_ggml).
+  bool repack = true;
 };
 
 inline constexpr int64_t kVramAuto = -1;
@@ -99,6 +103,9 @@ struct ModelInfo {
   // The next-layer prefetch (model/next_layer_guess.h): how the guesses are made, or why none are; empty when
   // the expert source does not read ahead.
   std::string expert_prefetch;
+  // The repacked matrices (ModelOptions::repack): "12 Q8_0 matrices, 1234.0 MiB, 16 rows in the lanes, in 1.2 s",
+  // or "off: <why>".
+  std::string repack;
 };
 
 // What an architecture says about a file before loading it: the sizes that its defaults and memory estimates

@@ -31,6 +31,9 @@ MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRoundi
       xc_(rounding == ActivationRounding::match_ggml &&
                   (kernels::code_offset(GgmlType::Q4_0) != 0 || kernels::code_offset(GgmlType::MXFP4) != 0)
               ? static_cast<size_t>(max_cols / 2 * std::min(max_q8_rows_, kPairSumRows))
+              : 0),
+      xb_(rounding == ActivationRounding::match_ggml && kernels::has_rows16_kernel(GgmlType::Q8_0)
+              ? static_cast<size_t>(max_cols / 4 * max_q8_rows_)
               : 0) {}
 
 // Each group pads to at most kTokenTile - 1 rows more than its tokens, and to at most kTokenTile rows per token.
@@ -126,7 +129,7 @@ void round_activations_like_ggml(GgmlType weight_type, float* x, int64_t n) {
 }
 
 void dequantize_row(const WeightView& w, int64_t r, float* dst) {
-  assert(r >= 0 && r < w.rows);
+  assert(r >= 0 && r < w.rows && w.layout == WeightLayout::gguf);
   dequantize_row_ref(w.type, w.row(r), dst, w.cols);
 }
 
@@ -146,7 +149,7 @@ kernels::Q8Rows MatmulScratch::quantized_activations(kernels::Q8Format f, const 
 }
 
 void matmul_reference(const WeightView& w, const float* x, float* y, int64_t n_tok, MatmulScratch& scratch) {
-  assert(w.cols <= scratch.max_cols_ && n_tok <= scratch.max_tok_);
+  assert(w.cols <= scratch.max_cols_ && n_tok <= scratch.max_tok_ && w.layout == WeightLayout::gguf);
   const int64_t cols = w.cols;
   const float* xs = scratch.rounded_activations(w.type, x, n_tok, cols);
   float* wrow = scratch.wrow_.data();
@@ -219,7 +222,8 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     const std::span<const Product> ps = g.products;
     const WeightView& w0 = ps.front().w;
     for (const Product& p : ps) {
-      assert(p.w.cols <= scratch.max_cols_);
+      // Repacked weights are made only for the integer kernels (match_ggml rounding, a type with a rows16 kernel).
+      assert(p.w.cols <= scratch.max_cols_ && p.w.layout == WeightLayout::gguf);
       if (p.w.type != w0.type || p.w.cols != w0.cols) {  // not one activation format: one product at a time
         for (const Product& q : ps) {
           const ProductGroup one{std::span<const Product>(&q, 1), g.x, g.n_tok};
@@ -296,6 +300,11 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
   int16_t* st = scratch.xst_.data();
   float* dt = scratch.xdt_.data();
   int16_t* pair_sums = scratch.xc_.data();
+  int32_t* quad_bias = scratch.xb_.data();
+  const auto repacked = [](const ProductGroup& g) {
+    return std::any_of(g.products.begin(), g.products.end(),
+                       [](const Product& p) { return p.w.layout == WeightLayout::rows16; });
+  };
   for (size_t i = 0; i < groups.size(); ++i) {
     const ProductGroup& g = groups[i];
     const int64_t cols = g.products.front().w.cols;
@@ -305,7 +314,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     // instead of once per expert.
     const auto same = [&](const ProductGroup& h) {
       return h.x == g.x && h.n_tok == g.n_tok && h.batched == g.batched && h.products.front().w.cols == cols &&
-             h.products.front().w.type == g.products.front().w.type;
+             h.products.front().w.type == g.products.front().w.type && repacked(h) == repacked(g);
     };
     if (const auto it = std::find_if(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(i), same);
         it != groups.begin() + static_cast<std::ptrdiff_t>(i)) {
@@ -318,6 +327,12 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     q += g.n_tok * cols;
     d += g.n_tok * (cols / 32);
     sums += g.n_tok * (cols / 16);
+    if (repacked(g)) {
+      assert(!scratch.xb_.empty() && quad_bias + g.n_tok * (cols / 4) <= scratch.xb_.data() + scratch.xb_.size());
+      xq[i].quad_bias = quad_bias;
+      kernels::quad_biases(xq[i], g.n_tok);
+      quad_bias += g.n_tok * (cols / 4);
+    }
     if ((g.n_tok > 1 || g.batched) && !scratch.xqt_.empty() && kernels::uses_token_tiles(g.products.front().w.type)) {
       // Padded, the groups fit in tiled_rows.
       const int64_t padded = kernels::padded_tokens(g.n_tok);
@@ -354,15 +369,24 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
       const ProductGroup& g = groups[i];
       for (const Product& p : g.products) {
         const int64_t rc = static_cast<int64_t>(p.w.row_bytes) * (1 + g.n_tok);
+        const bool rows16 = p.w.layout == WeightLayout::rows16;
         // The first row whose cost starts at or after c, rounded up to a multiple of 4 rows from the product's
-        // first, so the kernels' four-row tiles (int8_avx2-inl.h, TokenTileRows) stay whole.
+        // first, so the kernels' four-row tiles (int8_avx2-inl.h, TokenTileRows) stay whole (16: the rows16
+        // layout's groups).
+        const int64_t tile = rows16 ? kRows16 : 4;
         const auto first_row = [&](int64_t c) {
           if (c <= base) return int64_t{0};
-          return std::min(p.w.rows, ((c - base + rc - 1) / rc + 3) / 4 * 4);
+          return std::min(p.w.rows, ((c - base + rc - 1) / rc + tile - 1) / tile * tile);
         };
         const int64_t a = first_row(c0), b = first_row(c1);
         base += p.w.rows * rc;
-        if (a < b) kernels::matmul_rows_q8(p.w.type, p.w.data, p.w.row_bytes, xq[i], g.n_tok, p.y, p.w.rows, a, b);
+        if (a >= b) continue;
+        if (rows16) {
+          kernels::matmul_rows16_q8(p.w.type, p.w.data, p.w.cols, xq[i], g.n_tok, p.y, p.w.rows, a / kRows16,
+                                    b / kRows16);
+        } else {
+          kernels::matmul_rows_q8(p.w.type, p.w.data, p.w.row_bytes, xq[i], g.n_tok, p.y, p.w.rows, a, b);
+        }
       }
     }
   };

@@ -27,6 +27,7 @@
 
 #include "quant/ggml_type.h"
 #include "quant/kernels/int8_kernels.h"
+#include "quant/repack.h"
 
 namespace moetier::util {
 class ThreadPool;
@@ -41,7 +42,8 @@ enum class Memory : uint8_t { host, device };
 
 // A row-major weight matrix as stored in a GGUF file: `rows` rows of `cols` elements (cols = GGUF ne[0]),
 // each row `row_bytes` bytes of type `type`. Non-owning: `data` points into the mapping or an expert cache
-// (memory host), or is a backend's device address (memory device).
+// (memory host), or is a backend's device address (memory device). With layout rows16 the same bytes are in the
+// repacked order of quant/repack.h (host memory; row() does not apply), read only by matmul's integer kernels.
 struct WeightView {
   GgmlType type = GgmlType::F32;
   const uint8_t* data = nullptr;  // [rows, cols] of `type`
@@ -49,9 +51,10 @@ struct WeightView {
   int64_t cols = 0;
   size_t row_bytes = 0;
   Memory memory = Memory::host;
+  WeightLayout layout = WeightLayout::gguf;
 
   bool empty() const { return data == nullptr; }
-  // Row `r` as raw bytes.
+  // Row `r` as raw bytes (GGUF layout only).
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
 };
 
@@ -107,6 +110,8 @@ class MatmulScratch {
   // those kernels take one token (several go through the token tiles), so rows for a layer's chosen experts.
   static constexpr int64_t kPairSumRows = 64;
   std::vector<int16_t> xc_;   // [min(max_q8_rows, kPairSumRows), max_cols / 2]
+  // The quad sums the kernels of rows16 weights read (kernels::Q8Rows::quad_bias), where this CPU has them.
+  std::vector<int32_t> xb_;   // [max_q8_rows, max_cols / 4]
 };
 
 // y[t, r] = sum_c w[r, c] * x[t, c] for t < n_tok, r < w.rows.

@@ -30,6 +30,7 @@
 #include "quant/kernels/int8_avx2-inl.h"
 #include "quant/kernels/int8_kernels.h"
 #include "quant/kernels/int8_vnni512-inl.h"
+#include "quant/kernels/int8_rows16-inl.h"  // after int8_vnni512-inl.h, whose DpBusdBcast it takes
 #include "quant/kquant_scales.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -475,6 +476,25 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
   }
 }
 
+bool HasRows16(GgmlType type) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return type == GgmlType::Q8_0;
+#else
+  (void)type;
+  return false;
+#endif
+}
+
+void MatmulRows16Q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
+                    int64_t y_stride, int64_t g0, int64_t g1) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if (rows16::MatmulRows16(type, w, cols, x, n_tok, y, y_stride, g0, g1)) return;
+#else
+  (void)type, (void)w, (void)cols, (void)x, (void)n_tok, (void)y, (void)y_stride, (void)g0, (void)g1;
+#endif
+  HWY_ASSERT(false);  // callers check has_rows16_kernel()
+}
+
 int64_t Target() { return HWY_TARGET; }
 
 }  // namespace HWY_NAMESPACE
@@ -489,6 +509,8 @@ HWY_EXPORT(QuantizeQ8Row);
 HWY_EXPORT(UsesTokenTiles);
 HWY_EXPORT(CodeOffset);
 HWY_EXPORT(Target);
+HWY_EXPORT(HasRows16);
+HWY_EXPORT(MatmulRows16Q8);
 
 namespace {
 
@@ -585,6 +607,27 @@ void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok) {
       for (int64_t b = 0; b < blocks; ++b) dt[b * T + lane] = x.d[tok * blocks + b];
     }
   }
+}
+
+bool has_rows16_kernel(GgmlType t) {
+  // Arm's dot-product kernels take precedence over Highway's target there, and have no rows16 form.
+  return arm::features() == 0 && HWY_DYNAMIC_DISPATCH(HasRows16)(t);
+}
+
+void quad_biases(const Q8Rows& x, int64_t n_tok) {
+  assert(x.quad_bias != nullptr && x.cols % 4 == 0);
+  const int64_t quads = x.cols / 4;
+  for (int64_t tok = 0; tok < n_tok; ++tok) {
+    const int8_t* q = x.q + tok * x.cols;
+    int32_t* bias = x.quad_bias + tok * quads;
+    for (int64_t i = 0; i < quads; ++i) bias[i] = -128 * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
+  }
+}
+
+void matmul_rows16_q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
+                      int64_t y_stride, int64_t g0, int64_t g1) {
+  assert(x.quad_bias != nullptr && x.format == Q8Format::q8_0 && x.cols == cols);
+  HWY_DYNAMIC_DISPATCH(MatmulRows16Q8)(type, w, cols, x, n_tok, y, y_stride, g0, g1);
 }
 
 void matmul_rows_q8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,

@@ -56,6 +56,9 @@ struct Q8Rows {
   // For the weights whose codes the kernels offset to unsigned values (code_offset): o times the sum of each pair
   // of codes; null when absent.
   int16_t* c = nullptr;     // [n_tok, cols / 2]
+  // For weights in the rows16 layout (quant/repack.h), whose codes are stored plus 128: -128 times the sum of each 4
+  // consecutive codes (quad_biases); null when absent.
+  int32_t* quad_bias = nullptr;  // [n_tok, cols / 4]
   // Part of a forward pass over several tokens (a prompt): a row of such a product must be the same bits as the
   // same token's row in a product of several, so the kernels whose one-token form sums in another order than their
   // several-token form (AVX-512 Q5_K and IQ4_XS) take the several-token one. False for decode's products.
@@ -105,6 +108,19 @@ bool splits_512bit_ops();
 // Tests: splits_512bit_ops() answers `split` (0 or 1), or the CPU's own answer again (-1), so that both forms of
 // those kernels run on any AVX-512 CPU.
 void set_512bit_split_for_test(int split);
+
+// Whether the best target this CPU has reads weights of type t in the rows16 layout (quant/repack.h, kernels in
+// int8_rows16-inl.h): Q8_0 with AVX512-VNNI (Highway's AVX3_DL). Where false, nothing should be repacked.
+bool has_rows16_kernel(GgmlType t);
+
+// Fills x.quad_bias for rows 0 .. n_tok - 1 of x: -128 * (q[4i] + q[4i + 1] + q[4i + 2] + q[4i + 3]).
+void quad_biases(const Q8Rows& x, int64_t n_tok);
+
+// The product of matmul_rows_q8 for a matrix in the rows16 layout, groups [g0, g1) of 16 rows: y[t * y_stride + r]
+// for rows r in [16 g0, 16 g1), the same bits as matmul_rows_q8 on the matrix's GGUF bytes. x needs quad_bias.
+// Requires has_rows16_kernel(type). Thread-safe (no shared state).
+void matmul_rows16_q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
+                      int64_t y_stride, int64_t g0, int64_t g1);
 
 // For r in [r0, r1) and t < n_tok: y[t * y_stride + r] = sum over blocks of (weight block . activation block).
 // w: rows of `row_bytes` bytes of type `type` (a type with q8_format(type) != none); x: n_tok quantized rows of

@@ -1,0 +1,37 @@
+#include "quant/repacked_matrices.h"
+
+#include <cassert>
+#include <chrono>
+#include <cstdlib>
+#include <new>
+
+#include "quant/kernels/int8_kernels.h"
+#include "quant/repack.h"
+
+namespace moetier::quant {
+
+bool RepackedMatrices::takes(const WeightView& w) {
+  return w.memory == Memory::host && w.layout == WeightLayout::gguf && rows16_layout_fits(w.type, w.rows, w.cols) &&
+         kernels::has_rows16_kernel(w.type);
+}
+
+void RepackedMatrices::Free::operator()(uint8_t* p) const { std::free(p); }
+
+WeightView RepackedMatrices::add(const WeightView& w) {
+  assert(takes(w));
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = static_cast<size_t>(w.rows) * w.row_bytes;
+  // aligned_alloc wants a multiple of the alignment.
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64));
+  if (p == nullptr) throw std::bad_alloc();
+  blocks_.emplace_back(p);
+  repack_rows16(w.type, w.data, w.row_bytes, w.cols, 0, w.rows / kRows16, p);
+  bytes_ += n;
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  WeightView r = w;
+  r.data = p;
+  r.layout = WeightLayout::rows16;
+  return r;
+}
+
+}  // namespace moetier::quant

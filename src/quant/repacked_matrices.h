@@ -1,0 +1,34 @@
+// The matrices the engine holds in the rows16 layout (quant/repack.h): repacked copies made at load, owned here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "quant/matmul.h"
+
+namespace moetier::quant {
+
+// Repacked copies of matrices, owned (64-byte aligned), made at load. Not thread-safe.
+class RepackedMatrices {
+ public:
+  // Whether add() repacks w: host memory in the GGUF layout, a type whose rows16 kernel this CPU has
+  // (kernels::has_rows16_kernel) and a shape that fits (rows16_layout_fits).
+  static bool takes(const WeightView& w);
+  // The rows16 copy of w (which takes() must accept): a view of the same type and shape on memory owned here.
+  WeightView add(const WeightView& w);
+  size_t count() const { return blocks_.size(); }
+  uint64_t bytes() const { return bytes_; }
+  double seconds() const { return seconds_; }  // wall time add() took, all calls together
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::vector<std::unique_ptr<uint8_t, Free>> blocks_;  // one per matrix, [rows * row_bytes] each
+  uint64_t bytes_ = 0;
+  double seconds_ = 0.0;
+};
+
+}  // namespace moetier::quant

@@ -1,0 +1,73 @@
+// Repacked weights (ModelOptions::repack, quant/repack.h) change how the dense Q8_0 matrices are laid out in
+// memory, never the math: a model's logits and routing, prompt and decode, are bit-identical with and without them;
+// and the start log says what was repacked, or why nothing was.
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gguf/gguf.h"
+#include "model/eval.h"
+#include "model/model.h"
+#include "quant/kernels/int8_kernels.h"
+#include "test_support.h"
+
+namespace moetier::model {
+namespace {
+
+EvalResult run(const gguf::GgufModel& file, bool repack, std::string* note, int threads = 2) {
+  ModelOptions opts;
+  opts.n_ctx = 64;
+  opts.threads = threads;
+  opts.repack = repack;
+  const auto model = load_model(file, opts);
+  *note = model->info().repack;
+  std::vector<int32_t> tokens(24);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  return evaluate(*model, tokens, 16);  // a prompt of 16 tokens as one batch, then 8 decode steps
+}
+
+class RepackTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
+  const gguf::GgufModel file = gguf::GgufModel::open(test::oracle_model(GetParam()));
+  std::string on_note, off_note;
+  const EvalResult on = run(file, true, &on_note);
+  const EvalResult off = run(file, false, &off_note);
+  EXPECT_EQ(off_note, "off (--no-repack)");
+  if (quant::kernels::has_rows16_kernel(quant::GgmlType::Q8_0)) {
+    EXPECT_NE(on_note.find("Q8_0 matrices"), std::string::npos) << on_note;
+  } else {
+    EXPECT_EQ(on_note.rfind("none: ", 0), 0u) << on_note;
+  }
+  ASSERT_EQ(on.logits.size(), off.logits.size());
+  EXPECT_EQ(0, std::memcmp(on.logits.data(), off.logits.data(), sizeof(float) * on.logits.size()))
+      << GetParam() << ": logits differ with repacked weights";
+  EXPECT_EQ(on.routing, off.routing);
+  // One thread splits no product: the same bits again.
+  std::string one_note;
+  const EvalResult one = run(file, true, &one_note, 1);
+  EXPECT_EQ(0, std::memcmp(on.logits.data(), one.logits.data(), sizeof(float) * on.logits.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Q8_0, RepackTest, ::testing::Values("tiny-gptoss-Q8_0", "tiny-qwen3moe-Q8_0"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+
+TEST(Repack, ExactActivationsKeepTheFileLayout) {
+  const gguf::GgufModel file = gguf::GgufModel::open(test::oracle_model("tiny-gptoss-Q8_0"));
+  ModelOptions opts;
+  opts.n_ctx = 16;
+  opts.rounding = quant::ActivationRounding::exact;
+  const auto model = load_model(file, opts);
+  EXPECT_EQ(model->info().repack.rfind("off: ", 0), 0u) << model->info().repack;
+}
+
+}  // namespace
+}  // namespace moetier::model

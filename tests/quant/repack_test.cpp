@@ -1,0 +1,147 @@
+// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0 matrix goes, and the kernels that read it
+// (int8_rows16-inl.h) give the GGUF-layout kernels' results bit for bit, for one token and several, any split of
+// the rows over threads, and beside GGUF-layout products in one call.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+#include "quant/ggml_type.h"
+#include "quant/kernels/int8_kernels.h"
+#include "quant/matmul.h"
+#include "quant/repack.h"
+#include "util/thread_pool.h"
+
+namespace moetier::quant {
+namespace {
+
+// Random Q8_0 rows: every code byte random (-128 included), fp16 scales +-[2^-10, 2^-4].
+std::vector<uint8_t> random_q8_0(int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<uint8_t> m(row_bytes(GgmlType::Q8_0, cols) * static_cast<size_t>(rows));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> mag(1.0f / 1024, 1.0f / 16);
+  for (auto& b : m) b = static_cast<uint8_t>(byte(rng));
+  for (size_t at = 0; at < m.size(); at += sizeof(BlockQ8_0)) {
+    const uint16_t d = fp32_to_fp16((byte(rng) & 1 ? -1.0f : 1.0f) * mag(rng));
+    std::memcpy(m.data() + at, &d, 2);
+  }
+  return m;
+}
+
+std::vector<uint8_t> repacked(const std::vector<uint8_t>& gguf, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> out(gguf.size());
+  repack_rows16(GgmlType::Q8_0, gguf.data(), row_bytes(GgmlType::Q8_0, cols), cols, 0, rows / kRows16, out.data());
+  return out;
+}
+
+std::vector<float> random_x(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+TEST(Rows16, LayoutFitsQ8_0InGroupsOf16Rows) {
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 16, 32));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 2880, 2880));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q8_0, 24, 32));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q8_0, 0, 32));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q4_K, 16, 256));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::F16, 16, 32));
+}
+
+TEST(Rows16, EveryByteGoesWhereTheLayoutSays) {
+  std::mt19937 rng(3);
+  const int64_t rows = 48, cols = 96, nb = cols / 32;
+  const std::vector<uint8_t> gguf = random_q8_0(rows, cols, rng);
+  const std::vector<uint8_t> r16 = repacked(gguf, rows, cols);
+  const size_t rb = row_bytes(GgmlType::Q8_0, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* src = gguf.data() + static_cast<size_t>(r) * rb + static_cast<size_t>(b) * sizeof(BlockQ8_0);
+      const uint8_t* blk = r16.data() + static_cast<size_t>((r / kRows16) * nb + b) * kRows16BlockBytes;
+      const int64_t l = r % kRows16;
+      ASSERT_EQ(0, std::memcmp(blk + 2 * l, src, 2)) << "scale of row " << r << " block " << b;
+      for (int c = 0; c < 32; ++c) {
+        ASSERT_EQ(blk[32 + 64 * (c / 4) + 4 * l + c % 4], static_cast<uint8_t>(src[2 + c] ^ 0x80))
+            << "row " << r << " block " << b << " column " << c;
+      }
+    }
+  }
+}
+
+// y from the GGUF bytes and from the repacked ones, same scratch settings: identical bits.
+void expect_same_bits(int64_t rows, int64_t cols, int64_t n_tok, int threads, std::mt19937& rng) {
+  const std::vector<uint8_t> gguf = random_q8_0(rows, cols, rng);
+  const std::vector<uint8_t> r16 = repacked(gguf, rows, cols);
+  const size_t rb = row_bytes(GgmlType::Q8_0, cols);
+  WeightView a{GgmlType::Q8_0, gguf.data(), rows, cols, rb};
+  WeightView b = a;
+  b.data = r16.data();
+  b.layout = WeightLayout::rows16;
+  const std::vector<float> x = random_x(n_tok * cols, rng);
+  util::ThreadPool pool(threads);
+  MatmulScratch scratch(cols, n_tok, ActivationRounding::match_ggml);
+  if (threads > 1) scratch.set_pool(&pool);
+  std::vector<float> ya(static_cast<size_t>(n_tok * rows), NAN), yb(ya.size(), NAN);
+  matmul(a, x.data(), ya.data(), n_tok, scratch);
+  matmul(b, x.data(), yb.data(), n_tok, scratch);
+  for (size_t i = 0; i < ya.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(ya[i]));
+    ASSERT_EQ(0, std::memcmp(&ya[i], &yb[i], sizeof(float)))
+        << rows << "x" << cols << ", " << n_tok << " tokens, " << threads << " threads: token " << i / rows
+        << " row " << i % rows << ": " << ya[i] << " (GGUF) vs " << yb[i] << " (rows16)";
+  }
+}
+
+TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
+  if (!kernels::has_rows16_kernel(GgmlType::Q8_0)) {
+    GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): nothing is repacked";
+  }
+  std::mt19937 rng(11);
+  for (const int64_t n_tok : {1, 2, 3, 4, 5, 8, 9}) {
+    expect_same_bits(16, 32, n_tok, 1, rng);
+    expect_same_bits(48, 96, n_tok, 1, rng);
+    expect_same_bits(64, 2880, n_tok, 1, rng);
+  }
+  // Large enough to be split over the threads, in chunks of whole groups.
+  for (const int threads : {2, 3}) {
+    expect_same_bits(2048, 512, 1, threads, rng);
+    expect_same_bits(512, 2880, 3, threads, rng);
+  }
+}
+
+// A repacked product and a GGUF-layout one of the same activations in one call (the activations quantized once,
+// the quad sums for the repacked one only): each as alone.
+TEST(Rows16, MixedLayoutsInOneGroupMatchSeparateCalls) {
+  if (!kernels::has_rows16_kernel(GgmlType::Q8_0)) {
+    GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): nothing is repacked";
+  }
+  std::mt19937 rng(5);
+  const int64_t cols = 256, n_tok = 2;
+  const std::vector<uint8_t> w1 = random_q8_0(32, cols, rng), w2 = random_q8_0(48, cols, rng);
+  const std::vector<uint8_t> w2r = repacked(w2, 48, cols);
+  const size_t rb = row_bytes(GgmlType::Q8_0, cols);
+  const WeightView v1{GgmlType::Q8_0, w1.data(), 32, cols, rb};
+  WeightView v2{GgmlType::Q8_0, w2r.data(), 48, cols, rb};
+  v2.layout = WeightLayout::rows16;
+  const WeightView v2g{GgmlType::Q8_0, w2.data(), 48, cols, rb};
+  const std::vector<float> x = random_x(n_tok * cols, rng);
+  MatmulScratch scratch(cols, n_tok, ActivationRounding::match_ggml);
+  std::vector<float> y1(static_cast<size_t>(n_tok * 32)), y2(static_cast<size_t>(n_tok * 48));
+  const Product ps[] = {{v1, y1.data()}, {v2, y2.data()}};
+  matmul_shared_x(ps, x.data(), n_tok, scratch);
+  std::vector<float> z1(y1.size()), z2(y2.size());
+  matmul(v1, x.data(), z1.data(), n_tok, scratch);
+  matmul(v2g, x.data(), z2.data(), n_tok, scratch);
+  EXPECT_EQ(0, std::memcmp(y1.data(), z1.data(), sizeof(float) * y1.size()));
+  EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size()));
+}
+
+}  // namespace
+}  // namespace moetier::quant
