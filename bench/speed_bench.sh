@@ -32,7 +32,9 @@
 # rate on one cache-resident copy at the same thread count (the rate when memory does not bound it; median of 3
 # repetitions, measured once before the models). A token reads decode_read_per_token.by_type bytes of each type,
 # so it cannot run faster than 1 / sum over types of bytes / rate: the compute ceiling. Types without a MatvecHot
-# figure (F32 norms and biases, F16 tables: a few MiB) are charged at the 1-stream read bandwidth.
+# figure (F32 norms and biases, F16 tables: a few MiB) are charged at the 1-stream read bandwidth. Where the runs
+# held dense matrices repacked (quant/repack.h; the run log's "repack:" line), those bytes (dense_by_type) take the
+# repacked layout's rate, MatvecHot/TYPE.rows16.
 #
 # Prints one markdown table: model, threads, MiB read per token, read GB/s (1 / 2 / 8 streams), bound tok/s,
 # compute ceiling tok/s, decode tok/s, % of the bound (and of the 2- and 8-stream reads), % of the ceiling, which
@@ -135,6 +137,7 @@ for m in "${models[@]}"; do
   info=$("$bin" inspect "$m" --json)
   bytes=$(jq -r '.decode_read_per_token.bytes' <<< "$info")
   by_type=$(jq -r '.decode_read_per_token.by_type | to_entries[] | "\(.key) \(.value)"' <<< "$info")
+  dense_by_type=$(jq -r '.decode_read_per_token.dense_by_type | to_entries[] | "\(.key) \(.value)"' <<< "$info")
   vocab=$(jq -r '.tokenizer.n_vocab // empty' <<< "$info")
   if [ -z "$vocab" ] || [ "$vocab" -le 0 ]; then echo "speed_bench: $m has no vocabulary" >&2; exit 1; fi
   cat "$m" > /dev/null  # warm the page cache: resident runs read the mapping
@@ -155,7 +158,14 @@ for m in "${models[@]}"; do
   first=$out/$name.p${lengths[0]}
   f1=$(paired 1 "$samples" "$bytes" "$first" | median); f2=$(paired 2 "$samples" "$bytes" "$first" | median)
   f8=$(paired 8 "$samples" "$bytes" "$first" | median)
-  ceil=$(ceiling_of "$by_type" "$hot" "$bw")
+  # The dense matrices the runs held repacked (their log's "repack: N Q8_0 matrices ...") count at their layout's
+  # rate (MatvecHot/TYPE.rows16), the rest of each type at the file layout's.
+  repacked=0; grep -q "repack: [0-9]" "$first.1.log" && repacked=1
+  split_types=$(awk -v rp="$repacked" 'FILENAME == ARGV[1] { rate[$1] = 1; next } FILENAME == ARGV[2] { dense[$1] = $2; next }
+    { d = ($1 in dense) ? dense[$1] : 0
+      if (rp && (($1 ".rows16") in rate)) { print $1 ".rows16", d; print $1, $2 - d } else print $1, $2 }' \
+    "$hot" <(printf '%s\n' "$dense_by_type") <(printf '%s\n' "$by_type"))
+  ceil=$(ceiling_of "$split_types" "$hot" "$bw")
   prefills=""
   for n in "${lengths[@]}"; do prefills+=" | $(rates prefill "$out/$name.p$n".*.csv | median | awk '{v = $1; if (v == "-") print v; else printf "%.1f", v}')"; done
   rows+=("$(awk -v name="$name" -v t="$threads" -v b="$bytes" -v bw="$bw" -v bw2="$bw2" -v bw8="$bw8" -v d="$decode" \
@@ -177,7 +187,8 @@ echo "experts resident (mapped, page cache warm), -t $threads; decode: median of
      "ReadBandwidth at $threads threads with 1 / 2 / 8 streams per thread, median of $((runs + 1)) samples taken" \
      "between the decode runs; bound: the 1-stream read over the bytes per token; % of bound: the median over the" \
      "decode runs of each run's bytes/s against the mean read of the samples just before and after it; compute" \
-     "ceiling: bench_matvec MatvecHot at $threads threads per weight type over the bytes of each type a token reads"
+     "ceiling: bench_matvec MatvecHot at $threads threads per weight type over the bytes of each type a token reads" \
+     "(the dense matrices a run repacked at their layout's rate, MatvecHot/TYPE.rows16)"
 echo
 header="| model | threads | MiB read / token | read GB/s (1 / 2 / 8 streams) | bound tok/s | compute ceiling tok/s"
 header+=" | decode tok/s | % of bound (of 2 / 8 streams) | % of ceiling | bound by"

@@ -159,10 +159,11 @@ json describe(const gguf::GgufModel& m) {
   const uint64_t dense_read = layout.dense_total_bytes() - std::min(embd_skipped, layout.dense_total_bytes());
   // The same bytes by weight type (a kernel's speed depends on it): each dense tensor read, and n_expert_used
   // experts' slices of each stacked tensor.
-  std::map<std::string, uint64_t> read_by_type;
+  std::map<std::string, uint64_t> read_by_type, dense_by_type;
   for (const auto& t : m.tensors()) {
     if (moe::ExpertLayout::is_routed_expert_tensor(t.name) || (has_output && t.name == "token_embd.weight")) continue;
     read_by_type[std::string(quant::type_name(t.type))] += t.n_bytes;
+    dense_by_type[std::string(quant::type_name(t.type))] += t.n_bytes;
   }
   for (const auto& le : layout.layers()) {
     const uint64_t used = std::min<uint64_t>(k, static_cast<uint64_t>(le.n_expert));
@@ -171,6 +172,7 @@ json describe(const gguf::GgufModel& m) {
   }
   j["decode_read_per_token"] = {{"bytes", dense_read + expert_read},
                                 {"by_type", read_by_type},
+                                {"dense_by_type", dense_by_type},
                                 {"dense_bytes", dense_read},
                                 {"expert_bytes", expert_read},
                                 {"n_expert_used", k},
