@@ -141,7 +141,6 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   opts.kv_type = cfg.kv_type;
   opts.n_expert_used = cfg.n_expert_used;
   opts.rounding = cfg.rounding;
-  opts.repack = cfg.repack;
   opts.n_seq = cfg.n_seq;
   opts.n_gpu_layers = cfg.n_gpu_layers;
   opts.n_cpu_moe = cfg.n_cpu_moe;
@@ -205,8 +204,17 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
       return adapt_params(cfg, slots, total, moe::SlowTier::ram, log);
     };
   }
+  // Streamed experts leave the dense weights to --dense-weights (by default a private copy already): a repacked
+  // copy beside it would hold those bytes twice where memory is what the run is short of.
+  if (!cfg.repack) {
+    e->repack_ = "off (--no-repack)";
+  } else if (e->stream_ != nullptr) {
+    e->repack_ = "off: the experts stream, and the dense weights are held as --dense-weights says";
+  }
+  opts.repack = e->repack_.empty();
   e->model_ = model::load_model(*e->file_, opts, std::move(experts.source));
   const model::ModelInfo& info = e->model_->info();
+  if (e->repack_.empty()) e->repack_ = info.repack;
   e->tier_ = e->model_->vram_tier();
   if (e->replay_) e->replay_->check_model(info.n_moe_layers, info.n_expert, info.n_expert_used);
   e->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -228,7 +236,7 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
                                                    : "",
                            e->load_seconds_));
   log("cpu", fmt::format("{} threads, integer kernels {}", cfg.threads, quant::kernels::int8_kernels_name()));
-  log("repack", info.repack);
+  log("repack", e->repack_);
   if (!info.gpu.empty()) log("gpu", info.gpu);
   if (!info.experts_vram.empty()) log("experts", info.experts_vram);
   if (!info.expert_prefetch.empty()) log("expert prefetch", info.expert_prefetch);

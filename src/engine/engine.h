@@ -79,6 +79,8 @@ class Engine {
   const std::vector<StartDecision>& decisions() const { return decisions_; }
   // The dense-weight policy in effect ("mapped" when experts are resident; after any fallback when they stream).
   std::string_view dense_weights() const { return dense_weights_; }
+  // What was repacked at load (model::ModelInfo::repack), or why nothing was ("off ...").
+  std::string_view repack() const { return repack_; }
   // What the expert cache's warm start did: "off", "none" or "N experts, M MiB read in S s"
   // (HeatKeeper::warm_summary); "off" when the experts do not stream.
   std::string_view cache_warm() const { return heat_ ? std::string_view(heat_->warm_summary()) : "off"; }
@@ -92,6 +94,7 @@ class Engine {
   EngineConfig cfg_;  // as given, threads resolved
   std::vector<StartDecision> decisions_;
   std::string dense_weights_ = "mapped";
+  std::string repack_;
   double load_seconds_ = 0;
   // Destroyed bottom-up: the recorder reads the stream, the model reads the replay and the file's mapping.
   std::unique_ptr<gguf::GgufModel> file_;

@@ -42,7 +42,7 @@ std::vector<std::pair<std::string, std::string>> resolved_settings(const Engine&
   c.emplace_back("n_expert_used", std::to_string(info.n_expert_used));
   c.emplace_back("n_expert_used_flag", cfg.n_expert_used > 0 ? std::to_string(cfg.n_expert_used) : "model");
   if (cfg.rounding == quant::ActivationRounding::exact) c.emplace_back("activations", "exact (float)");
-  c.emplace_back("repack", info.repack);
+  c.emplace_back("repack", std::string(e.repack()));
   if (cfg.n_gpu_layers > 0) {
     c.emplace_back("n_gpu_layers", std::to_string(cfg.n_gpu_layers));
     c.emplace_back("n_cpu_moe", std::to_string(cfg.n_cpu_moe));

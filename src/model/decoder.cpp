@@ -40,7 +40,7 @@ DecoderModel::DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp,
   info_.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : default_context(ArchSummary{.n_ctx_train = hp.n_ctx_train});
   info_.n_batch = std::min(opts.n_batch, info_.n_ctx);
   if (!opts.repack) {
-    info_.repack = "off (--no-repack)";
+    info_.repack = "off (ModelOptions::repack)";
   } else if (opts.rounding != quant::ActivationRounding::match_ggml) {
     info_.repack = "off: the repacked kernels take 8-bit activations, not --exact-activations";
   } else if (opts.n_gpu_layers > 0) {

@@ -76,7 +76,8 @@ struct ModelOptions {
   std::function<moe::PolicyParams(int64_t slots, int64_t total)> vram_policy;
   // Hold the dense matrices whose type has a rows16 kernel on this CPU (Q8_0 with AVX512-VNNI) repacked with 16
   // rows in the lanes (quant/repack.h): the same results, bit for bit, from faster kernels, at the cost of a copy
-  // in memory the model owns. Only where every product runs on the CPU's integer kernels (no -ngl, match_ggml).
+  // in memory the model owns. Only where every product runs on the CPU's integer kernels (no -ngl, match_ggml); the
+  // engine leaves it off when the experts stream.
   bool repack = true;
 };
 

@@ -14,6 +14,7 @@
 #include "engine/context_memory.h"
 #include "engine/engine.h"
 #include "model/eval.h"
+#include "quant/kernels/int8_kernels.h"
 #include "test_support.h"
 #include "trace/route_trace.h"
 #include "util/error.h"
@@ -85,6 +86,24 @@ TEST(Engine, CountsTheRecurrentStateOfEverySequence) {
   // An attention-only model has none, and says nothing of it.
   const model::ArchSummary q = model::summarize(load_engine(quiet(oracle_model("tiny-qwen3moe-Q4_K_M.gguf")))->file());
   EXPECT_EQ(q.recurrent_floats_per_sequence, 0);
+}
+
+// Repacking (model::ModelOptions::repack) is the engine's choice, logged with its reason: on for resident experts
+// where the CPU has the kernels, off with --no-repack and when the experts stream.
+TEST(Engine, RepacksResidentModelsAndSaysWhyNot) {
+  EngineConfig c = quiet(oracle_model("tiny-gptoss-Q8_0.gguf"));
+  c.n_ctx = 64;
+  const auto resident = load_engine(c);
+  const bool kernels = quant::kernels::has_rows16_kernel(quant::GgmlType::Q8_0);
+  EXPECT_TRUE(has_decision(*resident, "repack", kernels ? "Q8_0 matrices" : "none: ")) << resident->repack();
+  EXPECT_EQ(resident->repack(), resident->info().repack);
+  c.repack = false;
+  EXPECT_TRUE(has_decision(*load_engine(c), "repack", "off (--no-repack)"));
+  c.repack = true;
+  c.placement = moe::Placement::stream;
+  c.cache_mib = 1;
+  const auto streamed = load_engine(c);
+  EXPECT_TRUE(has_decision(*streamed, "repack", "off: the experts stream")) << streamed->repack();
 }
 
 TEST(Engine, StreamsWhenAskedAndLogsEveryChoice) {

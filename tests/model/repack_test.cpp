@@ -36,7 +36,7 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
   std::string on_note, off_note;
   const EvalResult on = run(file, true, &on_note);
   const EvalResult off = run(file, false, &off_note);
-  EXPECT_EQ(off_note, "off (--no-repack)");
+  EXPECT_EQ(off_note.rfind("off", 0), 0u) << off_note;
   if (quant::kernels::has_rows16_kernel(quant::GgmlType::Q8_0)) {
     EXPECT_NE(on_note.find("Q8_0 matrices"), std::string::npos) << on_note;
   } else {
