@@ -161,7 +161,9 @@ for m in "${models[@]}"; do
   # The dense matrices the runs held repacked (their log's "repack: N Q8_0 matrices ...") count at their layout's
   # rate (MatvecHot/TYPE.rows16), the rest of each type at the file layout's.
   repacked=0; grep -q "repack: [0-9]" "$first.1.log" && repacked=1
-  split_types=$(awk -v rp="$repacked" 'FILENAME == ARGV[1] { rate[$1] = 1; next } FILENAME == ARGV[2] { dense[$1] = $2; next }
+  split_types=$(awk -v rp="$repacked" '
+    FILENAME == ARGV[1] { rate[$1] = 1; next }
+    FILENAME == ARGV[2] { dense[$1] = $2; next }
     { d = ($1 in dense) ? dense[$1] : 0
       if (rp && (($1 ".rows16") in rate)) { print $1 ".rows16", d; print $1, $2 - d } else print $1, $2 }' \
     "$hot" <(printf '%s\n' "$dense_by_type") <(printf '%s\n' "$by_type"))

@@ -76,9 +76,10 @@ struct ModelOptions {
   std::function<moe::PolicyParams(int64_t slots, int64_t total)> vram_policy;
   // Hold the dense matrices whose type has a rows16 kernel on this CPU (Q8_0 with AVX512-VNNI) repacked with 16
   // rows in the lanes (quant/repack.h): the same results, bit for bit, from faster kernels, at the cost of a copy
-  // in memory the model owns. Only where every product runs on the CPU's integer kernels (no -ngl, match_ggml); the
-  // engine leaves it off when the experts stream.
-  bool repack = true;
+  // in memory the model owns. Only where every product runs on the CPU's integer kernels (no -ngl, match_ggml). Off
+  // unless asked: the engine asks for resident experts only (streamed runs are short of memory, and their dense
+  // weights are placed by --dense-weights).
+  bool repack = false;
 };
 
 inline constexpr int64_t kVramAuto = -1;

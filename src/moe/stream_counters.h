@@ -20,7 +20,8 @@ struct StreamCounters {
   uint64_t swap_bytes = 0;
   // Next-layer prefetch (StreamingOptions::ahead_slots): the experts guessed for a layer's next fetch, how many of
   // them that fetch asked for, the guesses read ahead (those neither held nor already reading whose read started on
-  // an idle lane, with a free ahead slot, before their fetch), how many of those a fetch took over, and the bytes the reads ahead returned (whole page-aligned windows; also in bytes_read).
+  // an idle lane, with a free ahead slot, before their fetch), how many of those a fetch took over, and the bytes
+  // the reads ahead returned (whole page-aligned windows; also in bytes_read).
   uint64_t ahead_guesses = 0;
   uint64_t ahead_right = 0;
   uint64_t ahead_reads = 0;

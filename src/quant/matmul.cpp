@@ -222,8 +222,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     const std::span<const Product> ps = g.products;
     const WeightView& w0 = ps.front().w;
     for (const Product& p : ps) {
-      // Repacked weights are made only for the integer kernels (match_ggml rounding, a type with a rows16 kernel).
-      assert(p.w.cols <= scratch.max_cols_ && p.w.layout == WeightLayout::gguf);
+      assert(p.w.cols <= scratch.max_cols_);
       if (p.w.type != w0.type || p.w.cols != w0.cols) {  // not one activation format: one product at a time
         for (const Product& q : ps) {
           const ProductGroup one{std::span<const Product>(&q, 1), g.x, g.n_tok};
@@ -232,6 +231,9 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
         return;
       }
     }
+    // Repacked weights are made only for the integer kernels (match_ggml rounding, a type with a rows16 kernel),
+    // which a group of one type and width takes.
+    assert(std::all_of(ps.begin(), ps.end(), [](const Product& p) { return p.w.layout == WeightLayout::gguf; }));
     if (!kernels::has_kernel(w0.type)) {
       for (const Product& p : ps) matmul_reference(p.w, g.x, p.y, g.n_tok, scratch);
       return;

@@ -314,9 +314,10 @@ RunRecorder::RunRecorder(const RecorderOptions& opts, model::StepHooks* inner, c
            "(the PCIe share) and their bytes); -1 without a tier; with a tier and resident experts, cache_hit_pct "
            "is the tier's running hit rate\n";
     pre += "# note ahead_*: the next-layer prefetch's counters of the step (--expert-prefetch next): experts "
-           "guessed for the next MoE layer, of them asked for by its fetch, read ahead (guessed, not held and started on an idle lane "
-           "before the fetch), of those taken over by a fetch, and the bytes read ahead (also in read_bytes); a guessed expert still "
-           "counts as a miss; -1 when the expert store does not read ahead\n";
+           "guessed for the next MoE layer, of them asked for by its fetch, read ahead (guessed, not held and "
+           "started on an idle lane before the fetch), of those taken over by a fetch, and the bytes read ahead "
+           "(also in read_bytes); a guessed expert still counts as a miss; -1 when the expert store does not read "
+           "ahead\n";
     pre += "# note a value that could not be measured is -1\n";
     pre += "# note the summary's interrupted= is no for a run that ended as asked, else the signal that stopped it "
            "early (SIGINT: Ctrl-C, SIGTERM); a file without a summary line was cut short (the process was killed)\n";

@@ -65,6 +65,7 @@ TEST(Repack, ExactActivationsKeepTheFileLayout) {
   ModelOptions opts;
   opts.n_ctx = 16;
   opts.rounding = quant::ActivationRounding::exact;
+  opts.repack = true;
   const auto model = load_model(file, opts);
   EXPECT_EQ(model->info().repack.rfind("off: ", 0), 0u) << model->info().repack;
 }
