@@ -609,10 +609,11 @@ TEST(MatmulKernels, TokenResultsDoNotDependOnTheOtherTokens) {
 namespace moetier::quant {
 namespace {
 
-// The AVX512-VNNI token tiles of Q4_K and Q6_K (int8_vnni512-inl.h: 16 rows in the lanes of a vector) compute the
-// same block sums and the same float steps as the 256-bit tiles of AVX2 and AVX-512 (int8_avx2-inl.h: 8 tokens
-// in the lanes), so every target that takes token tiles gives the same bits. Covers partial groups of 16 rows
-// (37 rows), paired tiles (at most 4 tokens), a tile of each size, several tiles, and one token of a batched group.
+// The AVX512-VNNI token tiles of Q4_K, Q6_K, Q4_0, Q5_0 and MXFP4 (int8_vnni512-inl.h: 16 rows in the lanes of a
+// vector) compute the same block sums and the same float steps as the 256-bit tiles of AVX2 and AVX-512
+// (int8_avx2-inl.h: 8 tokens in the lanes), so every target that takes token tiles gives the same bits. Covers
+// partial groups of 16 rows (37 rows), paired tiles (at most 4 tokens), a tile of each size, several tiles, one
+// token of a batched group, and for the 32-block types an odd number of blocks (2880 columns: gpt-oss's width).
 TEST(MatmulKernels, TokenTilesAgreeBitForBitOnEveryTarget) {
   std::vector<int64_t> targets;
   for (int64_t target : kernels::compiled_targets()) {
@@ -624,8 +625,9 @@ TEST(MatmulKernels, TokenTilesAgreeBitForBitOnEveryTarget) {
   std::mt19937 rng(31);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t rows = 37;
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-    for (int64_t cols : {768, 2048}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
+    const bool blocks32 = t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::MXFP4;
+    for (int64_t cols : {int64_t{768}, blocks32 ? int64_t{2880} : int64_t{2048}}) {
       const auto wb = random_matrix(t, rows, cols, rng);
       const WeightView w{t, wb.data(), rows, cols, row_bytes(t, cols)};
       for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 13, 20}) {

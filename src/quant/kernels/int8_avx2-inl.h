@@ -945,6 +945,7 @@ struct NibbleWeights {
 template <class Block, const int8_t (&kValues)[16], bool kE8M0, int kOff, int kQuads>
 struct OffsetNibbles {
   using W = NibbleWeights<Block, kValues, kE8M0>;  // the same weights with signed codes
+  using BlockType = Block;
   static constexpr size_t kBytes = W::kBytes;
   static constexpr int kOffset = kOff;
   static constexpr int kQuadsPerSum = kQuads;
@@ -984,6 +985,7 @@ using MXFP4Tokens = OffsetNibbles<BlockMXFP4, kMxfp4DoubledValues, true, 12, 4>;
 // -> 18.0-18.3 GB/s in 4 of 4 alternating runs, 2880x2880 17.9-18.3 -> 17.0-17.6.
 struct Q5_0Tokens {
   using Nib = NibbleWeights<BlockQ5_0, kQ4_0Levels, false>;
+  using BlockType = BlockQ5_0;
   static constexpr size_t kBytes = sizeof(BlockQ5_0);
   static constexpr int kOffset = 16;
   static constexpr int kQuadsPerSum = 4;

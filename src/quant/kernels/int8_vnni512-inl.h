@@ -1,6 +1,6 @@
 // AVX512-VNNI token tiles (Highway's AVX3_DL target: Ice Lake and later Xeons, Zen 4): the products of several
-// tokens (prefill, a routed expert's share of a prompt) with K-quant weights, 16 weight rows in the 16 int32 lanes
-// of a vector. The 256-bit tiles of int8_avx2-inl.h put 8 tokens in the lanes and broadcast each row's weights,
+// tokens (prefill, a routed expert's share of a prompt) with K-quant and 32-block (Q4_0, Q5_0, MXFP4: Block32Lanes)
+// weights, 16 weight rows in the 16 int32 lanes of a vector. The 256-bit tiles of int8_avx2-inl.h put 8 tokens in the lanes and broadcast each row's weights,
 // then spend three operations (pmaddubsw, an int16 add, a pmaddwd per sub-block) per 32 products; here a lane's
 // four weight codes meet one token's four activation codes, broadcast from memory by vpdpbusd itself ({1to16}),
 // one operation per 64 products. What it costs instead: the 16 rows' codes are transposed into quads (four codes)
@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "quant/blocks.h"
@@ -145,6 +146,7 @@ HWY_INLINE __m512i SignedBytePairOfLanes(__m512i v, int j) {
 // its high ones.
 struct Q4KLanes {
   static constexpr size_t kBytes = sizeof(BlockQ4_K);
+  static constexpr int64_t kCols = kQK_K;  // columns per block
   static constexpr int kQuadsPerScale = 8;
   struct Block {
     __m512i codes[kQK_K / 4];
@@ -199,6 +201,7 @@ struct Q4KLanes {
 // pairs at bits 0-1, 2-3, 4-5, 6-7 (ranges 0..3 of 32 elements).
 struct Q6KLanes {
   static constexpr size_t kBytes = sizeof(BlockQ6_K);
+  static constexpr int64_t kCols = kQK_K;  // columns per block
   static constexpr int kQuadsPerScale = 4;
   struct Block {
     __m512i codes[kQK_K / 4];
@@ -243,6 +246,71 @@ struct Q6KLanes {
   }
 };
 
+// 32-blocks of unsigned codes with one float scale: Q4_0 and MXFP4 (avx2::OffsetNibbles: a nibble, or its table
+// value, plus the offset o) and Q5_0 (avx2::Q5_0Tokens: nibble | fifth bit << 4, o = 16), by the formula of
+// TileBlock32 (int8_avx2-inl.h): y += (d * dx) * (sum over the block of code * x - o * (sum of x)), the integer
+// sum exact, converted once per block, one multiply-add per block. Here with 16 rows in the lanes: per token and
+// block 8 vpdpbusd (the token's quads broadcast from memory) started from -o times its code sum (one vpdpwssd of
+// the sum pair), one conversion, one multiply and one multiply-add, where TileBlock32 spends per row (or pair of
+// rows) and 8 tokens 8 vpdpbusd, 8 quad shuffles and the same float steps on 8 lanes. The same integers and the
+// same float operations in the same order per row, token and block, so the results are the bits of TileBlock32.
+// Unpacking a block of 16 rows: one 4 x 4 dword transpose of their 16 code bytes (RowHeads; byte 4i + k holds
+// element 4i + k in its low nibble and 16 + 4i + k in its high one, so lanes hold whole quads), then per quad a
+// mask (Q4_0) or a vpermb from the type's table four times over (MXFP4: index bits 4-5, the neighbouring nibble's,
+// pick the same value), and for Q5_0 the fifth bits' byte mask by vpshufbitqmb (BITALG) and a masked add of 16.
+template <class O>
+struct Block32Lanes {
+  using Codes = O;
+  using B = typename O::BlockType;
+  static constexpr size_t kBytes = O::kBytes;
+  static constexpr int64_t kCols = 32;
+  static constexpr bool kFifth = std::is_same_v<B, BlockQ5_0>;
+  static constexpr bool kNibbles = [] {  // the codes are the nibbles themselves (Q4_0, Q5_0 before its fifth bit)
+    if constexpr (kFifth) {
+      return true;
+    } else {
+      return O::kIdentity;
+    }
+  }();
+  struct Block {
+    __m512i codes[8];  // lane r: row r's 4 codes of quad i (elements 4i .. 4i + 3), offset (unsigned)
+    __m512 d;          // lane r: row r's block scale
+  };
+  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+    __m512i h[4];
+    RowHeads(rows, at + offsetof(B, qs), h);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    for (int i = 0; i < 4; ++i) {
+      const __m512i high = _mm512_srli_epi32(h[i], 4);  // a byte's high nibble, below the next byte's low one
+      if constexpr (kNibbles) {
+        o.codes[i] = _mm512_and_si512(h[i], low4);
+        o.codes[4 + i] = _mm512_and_si512(high, low4);
+      } else {
+        const __m512i table = _mm512_broadcast_i64x4(O::Table());  // vpermb reads 6 index bits: 4 copies
+        o.codes[i] = _mm512_permutexvar_epi8(h[i], table);
+        o.codes[4 + i] = _mm512_permutexvar_epi8(high, table);
+      }
+    }
+    if constexpr (kFifth) {
+      // Lane r: row r's qh (bit j: element j's fifth bit); qword m holds rows 2m (low) and 2m + 1. Byte k of quad
+      // q's lane 2m + h is element 4q + k of that row: bit 32h + 4q + k of qword m.
+      alignas(64) uint32_t qh[16];
+      for (int r = 0; r < 16; ++r) std::memcpy(&qh[r], rows[r] + at + offsetof(B, qh), 4);
+      const __m512i bits = _mm512_load_si512(qh);
+      const __m512i sixteen = _mm512_set1_epi8(16);
+      for (int q = 0; q < 8; ++q) {
+        const uint64_t index = 0x2322212003020100ULL + 0x0404040404040404ULL * static_cast<uint64_t>(q);
+        const __m512i pick = _mm512_set1_epi64(static_cast<int64_t>(index));
+        const __mmask64 set = _mm512_bitshuffle_epi64_mask(bits, pick);
+        o.codes[q] = _mm512_mask_add_epi8(o.codes[q], set, o.codes[q], sixteen);
+      }
+    }
+    alignas(64) float d[16];
+    for (int r = 0; r < 16; ++r) d[r] = O::Scale(rows[r] + at);
+    o.d = _mm512_load_ps(d);
+  }
+};
+
 // One unpacked block times the NT tokens of a token tile (lane(t) = t, or 2t in a paired tile: int8_kernels.h):
 // acc[t] lane r += row r's block product with token t. xq, xs, dt: the tile's interleaved codes, sums of 16 and
 // block scales at this block (Q8Rows::qt, st, dt).
@@ -277,15 +345,36 @@ HWY_INLINE void MultiplyBlock(const typename K::Block& o, const int8_t* HWY_REST
   }
 }
 
+// One unpacked 32-block (Block32Lanes) times the NT tokens of a token tile, as MultiplyBlock.
+template <class K, int NT, bool kPaired>
+HWY_INLINE void MultiplyBlock32(const typename K::Block& o, const int8_t* HWY_RESTRICT xq,
+                                const int16_t* HWY_RESTRICT xs, const float* HWY_RESTRICT dt, __m512 (&acc)[NT]) {
+  constexpr int64_t T = kTokenTile;
+  constexpr int kChains = NT <= 4 ? 2 : 1;  // as MultiplyBlock
+  const auto lane = [](int t) { return kPaired ? 2 * t : t; };
+  const __m512i neg_offset = _mm512_set1_epi16(static_cast<int16_t>(-K::Codes::kOffset));
+  for (int t = 0; t < NT; ++t) {
+    __m512i sum[kChains];
+    sum[0] = DpWssdBcast(_mm512_setzero_si512(), neg_offset, xs + 2 * lane(t));  // -o * (s0 + s1)
+    if constexpr (kChains == 2) sum[1] = _mm512_setzero_si512();
+    for (int i = 0; i < 8; ++i)
+      sum[i % kChains] = DpBusdBcast(sum[i % kChains], o.codes[i], xq + (i * T + lane(t)) * 4);
+    __m512i isum = sum[0];
+    if constexpr (kChains == 2) isum = _mm512_add_epi32(isum, sum[1]);
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(o.d, _mm512_set1_ps(dt[lane(t)])), acc[t]);
+  }
+}
+
 // Where token tile g of x starts at block b: its codes, sums and scales.
+// kCols: the weight block's columns, which are the activation block's (Q8_K's 256 for K-quants, Q8_0's 32).
 struct TileAt {
   const int8_t* xq;
   const int16_t* xs;
   const float* dt;
-  TileAt(const Q8Rows& x, int64_t g, int64_t b) {
-    const int64_t nb = x.cols / kQK_K, quads = x.cols / 4, blocks32 = x.cols / 32;
-    xq = x.qt + (g * quads + b * (kQK_K / 4)) * 4 * kTokenTile;
-    xs = x.st + (g * blocks32 + b * 8) * 2 * kTokenTile;
+  TileAt(const Q8Rows& x, int64_t kCols, int64_t g, int64_t b) {
+    const int64_t nb = x.cols / kCols, quads = x.cols / 4, blocks32 = x.cols / 32;
+    xq = x.qt + (g * quads + b * (kCols / 4)) * 4 * kTokenTile;
+    xs = x.st + (g * blocks32 + b * (kCols / 32)) * 2 * kTokenTile;
     dt = x.dt + (g * nb + b) * kTokenTile;
   }
 };
@@ -310,9 +399,12 @@ HWY_INLINE void WithTileSize(int64_t tokens, const F& f) {
 // ~100 G MAC/s per thread an 8-token tile consumes ~7 GB/s of weights per thread, 16 streams the hardware prefetcher
 // alone does not keep ahead of. Qwen3-30B-A3B-shaped prefill of 128 tokens at -t 2, 4 alternating runs each:
 // without 4.06-4.29 s, 2 blocks ahead 3.36-3.89 s (faster in 4 of 4); 2 -> 4 blocks: faster in 4 of 4, by ~3%.
+// Blocks smaller than a cache line (Q4_0's 18 bytes, MXFP4's 17) ask once per 64 bytes of a row: at the block that
+// starts in the first kBytes of a 64-byte stretch.
 template <class K>
 HWY_INLINE void PrefetchRows(const uint8_t* const (&rows)[16], int64_t b) {
-  constexpr size_t kAhead = 4;
+  constexpr size_t kAhead = K::kBytes < 64 ? 256 / K::kBytes : 4;
+  if (K::kBytes < 64 && static_cast<size_t>(b) * K::kBytes % 64 >= K::kBytes) return;
   for (int i = 0; i < 16; ++i) {
     const uintptr_t next = reinterpret_cast<uintptr_t>(rows[i]) + (static_cast<size_t>(b) + kAhead) * K::kBytes;
     for (size_t off = 0; off < K::kBytes; off += 64) hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + off));
@@ -325,7 +417,7 @@ HWY_INLINE void PrefetchRows(const uint8_t* const (&rows)[16], int64_t b) {
 template <class K>
 void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
                 int64_t r0, int64_t r1) {
-  const int64_t tiles = padded_tokens(n_tok) / kTokenTile, nb = x.cols / kQK_K;
+  const int64_t tiles = padded_tokens(n_tok) / kTokenTile, nb = x.cols / K::kCols;
   constexpr int64_t kTilesPerPass = 16;
   alignas(64) typename K::Block blk;
   for (int64_t r = r0; r < r1; r += 16) {
@@ -342,11 +434,15 @@ void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_t
         PrefetchRows<K>(rows, b);
         K::Unpack(rows, static_cast<size_t>(b) * K::kBytes, blk);
         for (int64_t g = 0; g < ng; ++g) {
-          const TileAt at(x, g0 + g, b);
+          const TileAt at(x, K::kCols, g0 + g, b);
           WithTileSize(std::min(kTokenTile, n_tok - (g0 + g) * kTokenTile), [&]<int NT, bool kPaired>() HWY_ATTR {
             __m512 a[NT];
             for (int t = 0; t < NT; ++t) a[t] = acc[g][t];
-            MultiplyBlock<K, NT, kPaired>(blk, at.xq, at.xs, at.dt, a);
+            if constexpr (K::kCols == 32) {
+              MultiplyBlock32<K, NT, kPaired>(blk, at.xq, at.xs, at.dt, a);
+            } else {
+              MultiplyBlock<K, NT, kPaired>(blk, at.xq, at.xs, at.dt, a);
+            }
             for (int t = 0; t < NT; ++t) acc[g][t] = a[t];
           });
         }
@@ -367,6 +463,15 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
   switch (type) {
     case GgmlType::Q4_K: TokenTiles<Q4KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
     case GgmlType::Q6_K: TokenTiles<Q6KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    case GgmlType::Q4_0:
+      TokenTiles<Block32Lanes<avx2::Q4_0Tokens>>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      return true;
+    case GgmlType::Q5_0:
+      TokenTiles<Block32Lanes<avx2::Q5_0Tokens>>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      return true;
+    case GgmlType::MXFP4:
+      TokenTiles<Block32Lanes<avx2::MXFP4Tokens>>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      return true;
     default: return false;
   }
 }
