@@ -33,7 +33,7 @@ MatmulScratch::MatmulScratch(int64_t max_cols, int64_t max_tok, ActivationRoundi
               ? static_cast<size_t>(max_cols / 2 * std::min(max_q8_rows_, kPairSumRows))
               : 0),
       xb_(rounding == ActivationRounding::match_ggml && kernels::has_rows16_kernel(GgmlType::Q8_0)
-              ? static_cast<size_t>(max_cols / 4 * max_q8_rows_)
+              ? static_cast<size_t>(max_cols / 4 * std::min<int64_t>(max_q8_rows_, kMaxGroups))
               : 0) {}
 
 // Each group pads to at most kTokenTile - 1 rows more than its tokens, and to at most kTokenTile rows per token.
@@ -47,7 +47,8 @@ int64_t MatmulScratch::tiled_rows() const {
 bool MatmulScratch::token_tiles() const {
   return rounding_ == ActivationRounding::match_ggml &&
          (kernels::uses_token_tiles(GgmlType::Q4_K) || kernels::uses_token_tiles(GgmlType::Q6_K) ||
-          kernels::uses_token_tiles(GgmlType::Q4_0) || kernels::uses_token_tiles(GgmlType::MXFP4));
+          kernels::uses_token_tiles(GgmlType::Q4_0) || kernels::uses_token_tiles(GgmlType::MXFP4) ||
+          kernels::uses_token_tiles(GgmlType::Q8_0));
 }
 
 namespace {
@@ -329,13 +330,15 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     q += g.n_tok * cols;
     d += g.n_tok * (cols / 32);
     sums += g.n_tok * (cols / 16);
-    if (repacked(g)) {
-      assert(!scratch.xb_.empty() && quad_bias + g.n_tok * (cols / 4) <= scratch.xb_.data() + scratch.xb_.size());
+    const bool tiles =
+        (g.n_tok > 1 || g.batched) && !scratch.xqt_.empty() && kernels::uses_token_tiles(g.products.front().w.type);
+    if (repacked(g) && !tiles) {  // one token (decode): the rows16 kernel's quad biases; several take the tiles
+      assert(g.n_tok == 1 && quad_bias + cols / 4 <= scratch.xb_.data() + scratch.xb_.size());
       xq[i].quad_bias = quad_bias;
       kernels::quad_biases(xq[i], g.n_tok);
-      quad_bias += g.n_tok * (cols / 4);
+      quad_bias += cols / 4;
     }
-    if ((g.n_tok > 1 || g.batched) && !scratch.xqt_.empty() && kernels::uses_token_tiles(g.products.front().w.type)) {
+    if (tiles) {
       // Padded, the groups fit in tiled_rows.
       const int64_t padded = kernels::padded_tokens(g.n_tok);
       assert(qt + padded * cols <= scratch.xqt_.data() + scratch.xqt_.size());

@@ -77,7 +77,7 @@ inline int64_t padded_tokens(int64_t n_tok) { return (n_tok + kTokenTile - 1) / 
 inline bool paired_tile(int64_t tokens) { return tokens <= kPairedTile; }
 
 // Whether the kernels of the best target this CPU has read the token-interleaved rows for weights of type t: Q4_K,
-// Q6_K, Q4_0, Q5_0 and MXFP4 on AVX2 / AVX-512. Callers fill them (interleave_q8_tokens) for products of several
+// Q6_K, Q4_0, Q5_0 and MXFP4 on AVX2 / AVX-512, and Q8_0 too on AVX512-VNNI (AVX3_DL). Callers fill them (interleave_q8_tokens) for products of several
 // tokens, and for the products of one token that belong to a forward pass over several (a routed expert that got
 // one token of a prompt), so that a token's result does not depend on how many tokens shared its product.
 bool uses_token_tiles(GgmlType t);

@@ -23,6 +23,7 @@
 #define MOETIER_QUANT_KERNELS_INT8_ROWS16_INL_H_
 #endif
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 
@@ -74,37 +75,32 @@ HWY_INLINE void Q8_0OneToken(const uint8_t* const (&gw)[G], int64_t nb, const Q8
   }
 }
 
-// Groups [g0, g1) of a rows16 Q8_0 matrix of `cols` columns times tokens 0 .. n_tok - 1 of x (with quad_bias):
-// y[t * y_stride + 16 g + l] for row l of group g. One token: the first and second halves of the range side by
-// side (two streams, as the GGUF-layout kernels read, TwoStreamRows). Several: a group's bytes (cols / 32 * 544)
-// come from memory for the first token and from the cache for the others.
+// Groups [g0, g1) of a rows16 Q8_0 matrix of `cols` columns times tokens 0 .. n_tok - 1 of x: y[t * y_stride + 16 g
+// + l] for row l of group g. One token (with quad_bias): the first and second halves of the range side by side (two
+// streams, as the GGUF-layout kernels read, TwoStreamRows). Several, or one of a prompt's (with the token tiles,
+// x.qt): vnni512::TokenTiles, whose results are those of the GGUF layout's Q8_0 tiles.
 HWY_FLATTEN void Q8_0Groups(const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
                             int64_t y_stride, int64_t g0, int64_t g1) {
   const int64_t nb = cols / 32;
   const size_t group_bytes = static_cast<size_t>(nb) * kRows16BlockBytes;
   const auto group = [&](int64_t g) { return w + static_cast<size_t>(g) * group_bytes; };
-  if (n_tok == 1) {
-    const int64_t half = (g1 - g0) / 2;
-    for (int64_t i = 0; i < half; ++i) {
-      const int64_t a = g0 + i, b = g1 - half + i;
-      const uint8_t* const gw[2] = {group(a), group(b)};
-      float* const y16[2] = {y + a * kRows16, y + b * kRows16};
-      Q8_0OneToken<2>(gw, nb, x, 0, y16);
-    }
-    if ((g1 - g0) % 2 != 0) {
-      const int64_t m = g0 + half;
-      const uint8_t* const gw[1] = {group(m)};
-      float* const y16[1] = {y + m * kRows16};
-      Q8_0OneToken<1>(gw, nb, x, 0, y16);
-    }
+  if (x.qt != nullptr) {
+    vnni512::TokenTiles<vnni512::Rows16Q8Lanes>(w, 0, x, n_tok, y, y_stride, g0 * kRows16, g1 * kRows16);
     return;
   }
-  for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* const gw[1] = {group(g)};
-    for (int64_t t = 0; t < n_tok; ++t) {
-      float* const y16[1] = {y + t * y_stride + g * kRows16};
-      Q8_0OneToken<1>(gw, nb, x, t, y16);
-    }
+  assert(n_tok == 1 && !x.batched);  // matmul_groups gives several tokens (or a prompt's one) the tiles
+  const int64_t half = (g1 - g0) / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t a = g0 + i, b = g1 - half + i;
+    const uint8_t* const gw[2] = {group(a), group(b)};
+    float* const y16[2] = {y + a * kRows16, y + b * kRows16};
+    Q8_0OneToken<2>(gw, nb, x, 0, y16);
+  }
+  if ((g1 - g0) % 2 != 0) {
+    const int64_t m = g0 + half;
+    const uint8_t* const gw[1] = {group(m)};
+    float* const y16[1] = {y + m * kRows16};
+    Q8_0OneToken<1>(gw, nb, x, 0, y16);
   }
 }
 

@@ -33,6 +33,7 @@
 #include "quant/blocks.h"
 #include "quant/kernels/block_bytes-inl.h"
 #include "quant/kernels/int8_kernels.h"
+#include "quant/repack.h"
 
 #if HWY_TARGET == HWY_AVX3_DL
 #include <immintrin.h>
@@ -145,6 +146,7 @@ HWY_INLINE __m512i SignedBytePairOfLanes(__m512i v, int j) {
 // min_s * (sum of x_s's codes), 8 sub-blocks of 32; qs[32p + i] holds sub-block 2p in its low nibbles, 2p + 1 in
 // its high ones.
 struct Q4KLanes {
+  static constexpr bool kGrouped = false;  // rows[r]: row r's bytes
   static constexpr size_t kBytes = sizeof(BlockQ4_K);
   static constexpr int64_t kCols = kQK_K;  // columns per block
   static constexpr int kQuadsPerScale = 8;
@@ -200,6 +202,7 @@ struct Q4KLanes {
 // + l in its high ones, ql[64h + 32 ..] elements 128h + 32 + l and 128h + 96 + l, and qh[32h + l] their high bit
 // pairs at bits 0-1, 2-3, 4-5, 6-7 (ranges 0..3 of 32 elements).
 struct Q6KLanes {
+  static constexpr bool kGrouped = false;  // rows[r]: row r's bytes
   static constexpr size_t kBytes = sizeof(BlockQ6_K);
   static constexpr int64_t kCols = kQK_K;  // columns per block
   static constexpr int kQuadsPerScale = 4;
@@ -264,9 +267,11 @@ struct Block32Lanes {
   using B = typename O::BlockType;
   static constexpr size_t kBytes = O::kBytes;
   static constexpr int64_t kCols = 32;
+  static constexpr bool kGrouped = false;  // rows[r]: row r's bytes (Rows16Q8Lanes: one group's)
+  static constexpr bool kInt8 = std::is_same_v<B, BlockQ8_0>;
   static constexpr bool kFifth = std::is_same_v<B, BlockQ5_0>;
   static constexpr bool kNibbles = [] {  // the codes are the nibbles themselves (Q4_0, Q5_0 before its fifth bit)
-    if constexpr (kFifth) {
+    if constexpr (kFifth || kInt8) {
       return true;
     } else {
       return O::kIdentity;
@@ -277,6 +282,14 @@ struct Block32Lanes {
     __m512 d;          // lane r: row r's block scale
   };
   static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+    alignas(64) float d[16];
+    for (int r = 0; r < 16; ++r) d[r] = O::Scale(rows[r] + at);
+    o.d = _mm512_load_ps(d);
+    if constexpr (kInt8) {  // the 32 signed codes of each row, transposed, plus 128 (a flipped sign bit)
+      RowQuads(rows, at + offsetof(B, qs), o.codes);
+      for (__m512i& c : o.codes) c = _mm512_xor_si512(c, _mm512_set1_epi8(static_cast<char>(0x80)));
+      return;
+    }
     __m512i h[4];
     RowHeads(rows, at + offsetof(B, qs), h);
     const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -305,9 +318,30 @@ struct Block32Lanes {
         o.codes[q] = _mm512_mask_add_epi8(o.codes[q], set, o.codes[q], sixteen);
       }
     }
-    alignas(64) float d[16];
-    for (int r = 0; r < 16; ++r) d[r] = O::Scale(rows[r] + at);
-    o.d = _mm512_load_ps(d);
+  }
+};
+
+// Q8_0's codes for Block32Lanes: signed, offset by 128 to be vpdpbusd's unsigned operand.
+struct Q8_0Offset {
+  using BlockType = BlockQ8_0;
+  static constexpr size_t kBytes = sizeof(BlockQ8_0);
+  static constexpr int kOffset = 128;
+  static HWY_INLINE float Scale(const uint8_t* b) { return Fp16At(b + offsetof(BlockQ8_0, d)); }
+};
+
+// Q8_0 repacked with 16 rows in the lanes (quant/repack.h, rows16): a block of a group is already what
+// Block32Lanes<Q8_0Offset> unpacks from the GGUF layout (16 fp16 scales, then 8 quads of the 16 rows' codes plus
+// 128), so the same tiles give the same bits from two loads of scales and eight of codes, nothing to transpose.
+struct Rows16Q8Lanes {
+  using Codes = Q8_0Offset;
+  using Block = Block32Lanes<Q8_0Offset>::Block;
+  static constexpr size_t kBytes = kRows16BlockBytes;
+  static constexpr int64_t kCols = 32;
+  static constexpr bool kGrouped = true;  // rows[0]: the group's bytes
+  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+    const uint8_t* blk = rows[0] + at;
+    o.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    for (int q = 0; q < 8; ++q) o.codes[q] = _mm512_loadu_si512(blk + 32 + 64 * q);
   }
 };
 
@@ -405,7 +439,7 @@ template <class K>
 HWY_INLINE void PrefetchRows(const uint8_t* const (&rows)[16], int64_t b) {
   constexpr size_t kAhead = K::kBytes < 64 ? 256 / K::kBytes : 4;
   if (K::kBytes < 64 && static_cast<size_t>(b) * K::kBytes % 64 >= K::kBytes) return;
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < (K::kGrouped ? 1 : 16); ++i) {
     const uintptr_t next = reinterpret_cast<uintptr_t>(rows[i]) + (static_cast<size_t>(b) + kAhead) * K::kBytes;
     for (size_t off = 0; off < K::kBytes; off += 64) hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + off));
   }
@@ -413,7 +447,8 @@ HWY_INLINE void PrefetchRows(const uint8_t* const (&rows)[16], int64_t b) {
 
 // Rows r0 .. r1 - 1 of K's weights times the n_tok tokens of x's token tiles, 16 rows at a time (a last group of
 // fewer repeats its last row in the spare lanes, whose results are not stored). Each block of a group is unpacked
-// once for up to 16 tiles (128 tokens), whose sums stay in memory between blocks.
+// once for up to 16 tiles (128 tokens), whose sums stay in memory between blocks. Grouped layouts (K::kGrouped:
+// rows16) take whole groups (r0, r1 multiples of 16), each nb * K::kBytes bytes, and no row_bytes.
 template <class K>
 void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
                 int64_t r0, int64_t r1) {
@@ -423,7 +458,10 @@ void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_t
   for (int64_t r = r0; r < r1; r += 16) {
     const int64_t n = std::min<int64_t>(16, r1 - r);
     const uint8_t* rows[16];
-    for (int64_t i = 0; i < 16; ++i) rows[i] = w + static_cast<size_t>(r + std::min(i, n - 1)) * row_bytes;
+    for (int64_t i = 0; i < 16; ++i) {
+      rows[i] = K::kGrouped ? w + static_cast<size_t>(r / 16 * nb) * K::kBytes
+                            : w + static_cast<size_t>(r + std::min(i, n - 1)) * row_bytes;
+    }
     const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
     for (int64_t g0 = 0; g0 < tiles; g0 += kTilesPerPass) {
       const int64_t ng = std::min(kTilesPerPass, tiles - g0);
@@ -471,6 +509,9 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
       return true;
     case GgmlType::MXFP4:
       TokenTiles<Block32Lanes<avx2::MXFP4Tokens>>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      return true;
+    case GgmlType::Q8_0:
+      TokenTiles<Block32Lanes<Q8_0Offset>>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
     default: return false;
   }
