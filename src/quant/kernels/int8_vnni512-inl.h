@@ -433,12 +433,14 @@ HWY_INLINE void WithTileSize(int64_t tokens, const F& f) {
 // ~100 G MAC/s per thread an 8-token tile consumes ~7 GB/s of weights per thread, 16 streams the hardware prefetcher
 // alone does not keep ahead of. Qwen3-30B-A3B-shaped prefill of 128 tokens at -t 2, 4 alternating runs each:
 // without 4.06-4.29 s, 2 blocks ahead 3.36-3.89 s (faster in 4 of 4); 2 -> 4 blocks: faster in 4 of 4, by ~3%.
-// Blocks smaller than a cache line (Q4_0's 18 bytes, MXFP4's 17) ask once per 64 bytes of a row: at the block that
-// starts in the first kBytes of a 64-byte stretch.
+// Blocks smaller than a cache line (Q4_0's 18 bytes, MXFP4's 17) ask for the line ~256 bytes on at every block, so
+// every line of a row is asked for (a prefetch takes a load port, which the tiles leave idle). Asking once per 64
+// bytes of a row skips lines where the row does not start on one. gpt-oss-20b prefill of 512 tokens, 3
+// alternating runs: 63-67 tok/s either way, but perf's samples on the first load of a block went from half of
+// the MXFP4 tiles' to 3%.
 template <class K>
 HWY_INLINE void PrefetchRows(const uint8_t* const (&rows)[16], int64_t b) {
   constexpr size_t kAhead = K::kBytes < 64 ? 256 / K::kBytes : 4;
-  if (K::kBytes < 64 && static_cast<size_t>(b) * K::kBytes % 64 >= K::kBytes) return;
   for (int i = 0; i < (K::kGrouped ? 1 : 16); ++i) {
     const uintptr_t next = reinterpret_cast<uintptr_t>(rows[i]) + (static_cast<size_t>(b) + kAhead) * K::kBytes;
     for (size_t off = 0; off < K::kBytes; off += 64) hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + off));
