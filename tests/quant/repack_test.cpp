@@ -143,5 +143,34 @@ TEST(Rows16, MixedLayoutsInOneGroupMatchSeparateCalls) {
   EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size()));
 }
 
+
+// Two groups of one token with the same activations, the first of the file layout and the second repacked: the
+// second must not take the first's quantized rows, which lack the quad biases its kernel reads (matmul_groups
+// shares rows only between groups of the same layout). Both give the bits of separate calls.
+TEST(Rows16, GroupsOfBothLayoutsSharingActivationsMatchSeparateCalls) {
+  if (!kernels::has_rows16_kernel(GgmlType::Q8_0)) {
+    GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): nothing is repacked";
+  }
+  std::mt19937 rng(6);
+  const int64_t cols = 512;
+  const std::vector<uint8_t> w1 = random_q8_0(32, cols, rng), w2 = random_q8_0(32, cols, rng);
+  const std::vector<uint8_t> w2r = repacked(w2, 32, cols);
+  const size_t rb = row_bytes(GgmlType::Q8_0, cols);
+  const WeightView v1{GgmlType::Q8_0, w1.data(), 32, cols, rb};
+  WeightView v2{GgmlType::Q8_0, w2r.data(), 32, cols, rb};
+  v2.layout = WeightLayout::rows16;
+  const WeightView v2g{GgmlType::Q8_0, w2.data(), 32, cols, rb};
+  const std::vector<float> x = random_x(cols, rng);
+  MatmulScratch scratch(cols, 2, ActivationRounding::match_ggml);  // room for both groups' rows: taken together
+  std::vector<float> y1(32), y2(32), z1(32), z2(32);
+  const Product p1{v1, y1.data()}, p2{v2, y2.data()};
+  const ProductGroup groups[] = {{{&p1, 1}, x.data(), 1, false}, {{&p2, 1}, x.data(), 1, false}};
+  matmul_groups(groups, scratch);
+  matmul(v1, x.data(), z1.data(), 1, scratch);
+  matmul(v2g, x.data(), z2.data(), 1, scratch);
+  EXPECT_EQ(0, std::memcmp(y1.data(), z1.data(), sizeof(float) * y1.size()));
+  EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size()));
+}
+
 }  // namespace
 }  // namespace moetier::quant

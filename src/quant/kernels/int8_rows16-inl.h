@@ -55,7 +55,7 @@ HWY_INLINE void Q8_0OneToken(const uint8_t* const (&gw)[G], int64_t nb, const Q8
   for (int64_t b = 0; b < nb; ++b) {
     for (size_t k = 0; k < G; ++k) {
       const uint8_t* blk = gw[k] + static_cast<size_t>(b) * kRows16BlockBytes;
-      for (size_t off = 0; off < kRows16BlockBytes; off += 64) hwy::Prefetch(blk + kPrefetchAhead + off);
+      PrefetchAhead<kRows16BlockBytes>(blk);  // block_bytes-inl.h: the address formed as an integer
       const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk))),
                                      _mm512_set1_ps(xd[b]));
       __m512(&a)[8] = acc[k][b & 1];
