@@ -77,9 +77,10 @@ inline int64_t padded_tokens(int64_t n_tok) { return (n_tok + kTokenTile - 1) / 
 inline bool paired_tile(int64_t tokens) { return tokens <= kPairedTile; }
 
 // Whether the kernels of the best target this CPU has read the token-interleaved rows for weights of type t: Q4_K,
-// Q6_K, Q4_0, Q5_0 and MXFP4 on AVX2 / AVX-512, and Q8_0 too on AVX512-VNNI (AVX3_DL). Callers fill them (interleave_q8_tokens) for products of several
-// tokens, and for the products of one token that belong to a forward pass over several (a routed expert that got
-// one token of a prompt), so that a token's result does not depend on how many tokens shared its product.
+// Q6_K, Q4_0, Q5_0 and MXFP4 on AVX2 / AVX-512, and Q8_0 too on AVX512-VNNI (AVX3_DL). Callers fill them
+// (interleave_q8_tokens) for products of several tokens, and for the products of one token that belong to a forward
+// pass over several (a routed expert that got one token of a prompt), so that a token's result does not depend on how
+// many tokens shared its product.
 bool uses_token_tiles(GgmlType t);
 
 // The offset o the kernels of the best target this CPU has add to the codes of weights of type t, to make them the
@@ -118,7 +119,8 @@ bool has_rows16_kernel(GgmlType t);
 void quad_biases(const Q8Rows& x, int64_t n_tok);
 
 // The product of matmul_rows_q8 for a matrix in the rows16 layout, groups [g0, g1) of 16 rows: y[t * y_stride + r]
-// for rows r in [16 g0, 16 g1), the same bits as matmul_rows_q8 on the matrix's GGUF bytes. x needs quad_bias.
+// for rows r in [16 g0, 16 g1), the same bits as matmul_rows_q8 on the matrix's GGUF bytes. x needs the token
+// tiles (qt, st, dt: several tokens, or a prompt's one) or, for one token, quad_bias.
 // Requires has_rows16_kernel(type). Thread-safe (no shared state).
 void matmul_rows16_q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
                       int64_t y_stride, int64_t g0, int64_t g1);

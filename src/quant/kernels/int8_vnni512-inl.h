@@ -1,12 +1,12 @@
-// AVX512-VNNI token tiles (Highway's AVX3_DL target: Ice Lake and later Xeons, Zen 4): the products of several
-// tokens (prefill, a routed expert's share of a prompt) with K-quant and 32-block (Q4_0, Q5_0, MXFP4: Block32Lanes)
-// weights, 16 weight rows in the 16 int32 lanes of a vector. The 256-bit tiles of int8_avx2-inl.h put 8 tokens in the lanes and broadcast each row's weights,
-// then spend three operations (pmaddubsw, an int16 add, a pmaddwd per sub-block) per 32 products; here a lane's
-// four weight codes meet one token's four activation codes, broadcast from memory by vpdpbusd itself ({1to16}),
-// one operation per 64 products. What it costs instead: the 16 rows' codes are transposed into quads (four codes)
-// per lane (an 8 x 8 dword transpose per 32 bytes of each row), once per block for up to 16 token tiles, and each
-// sub-block's int32 sum is scaled per lane by a multiply (vpmulld). By operation count, a Q4_K block of 16 rows
-// times a full tile (8 tokens) is ~250 to unpack and ~820 to multiply (512 of them vpdpbusd).
+// AVX512-VNNI token tiles (Highway's AVX3_DL target: Ice Lake and later Xeons, Zen 4): the products of several tokens
+// (prefill, a routed expert's share of a prompt) with K-quant and 32-block (Q4_0, Q5_0, MXFP4, Q8_0: Block32Lanes)
+// weights, 16 weight rows in the 16 int32 lanes of a vector. The 256-bit tiles of int8_avx2-inl.h put 8 tokens in the
+// lanes and broadcast each row's weights, then spend three operations (pmaddubsw, an int16 add, a pmaddwd per
+// sub-block) per 32 products; here a lane's four weight codes meet one token's four activation codes, broadcast from
+// memory by vpdpbusd itself ({1to16}), one operation per 64 products. What it costs instead: the 16 rows' codes are
+// transposed into quads (four codes) per lane (an 8 x 8 dword transpose per 32 bytes of each row), once per block for
+// up to 16 token tiles, and each sub-block's int32 sum is scaled per lane by a multiply (vpmulld). By operation count,
+// a Q4_K block of 16 rows times a full tile (8 tokens) is ~250 to unpack and ~820 to multiply (512 of them vpdpbusd).
 // Measured on a 2-vCPU 2.1 GHz Xeon (Emerald Rapids), bench_matvec Matmul/<type>/768x2048/tok8 at 1 thread, G MAC/s:
 // Q4_K 38.8 -> 100, Q6_K 35.9 -> 78.5; Qwen3-30B-A3B-shaped Q4_K_M prefill of 128 tokens at -t 2, alternating
 // runs: 5.6-6.2 s -> 3.9-4.3 s (the Q4_K tiles were 71% of it, the Q6_K tiles 16%).
