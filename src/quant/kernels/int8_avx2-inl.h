@@ -1098,8 +1098,10 @@ HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, c
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i tbl = W::Table();
   // Q8_0: two accumulators per row, the even blocks' and the odd ones', added at the end, as Block32Tile<W, NT>
-  // sums, so a row's result is the same bits here as in a product of several tokens (a routed expert's lone token
-  // of a prompt takes Block32Tile). The nibble types' lone tokens take the token tiles instead; they keep one
+  // sums, so on AVX2 and AVX-512 without VNNI a row's result is the same bits here as in a product of several
+  // tokens. With AVX512-VNNI several tokens take the token tiles (vnni512::Block32Lanes, one multiply-add per
+  // block), so there, as for the K-quants, decode and prefill round differently. The nibble types' lone tokens take
+  // the token tiles; they keep one
   // accumulator (Matvec/MXFP4/2048x768 at 2 threads was slower with two in 3 of 3 alternating runs, 19.6-21.3 ->
   // 15.8-17.5 GB/s).
   constexpr size_t kChains = std::is_same_v<W, BlockQ8_0Weights> ? 2 : 1;

@@ -8,7 +8,8 @@
 // kernel (Block32Rows) spends 7 per 32 (two sign operations, pmaddubsw, pmaddwd, the conversion, the scale's
 // broadcast and the multiply-add).
 //
-// Exactness: the GGUF-layout kernels (Block32Rows for one token, Block32Tile for several) keep, per row, eight float
+// Exactness (one token; several take the token tiles, vnni512::Rows16Q8Lanes, the bits of the GGUF layout's): the
+// GGUF-layout one-token kernel (Block32Rows, and Block32Tile on targets without the tiles) keeps, per row, eight float
 // lanes l (columns 4l .. 4l + 3 of each block) in two chains (even and odd blocks), each adding d_w * d_x * (the
 // quad's exact int32 sum) with one fused multiply-add per block, then add the chains and reduce the lanes as Hsum
 // does: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). Here vector acc[c][l] holds lane l of chain c of the 16
