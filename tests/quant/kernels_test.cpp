@@ -664,76 +664,83 @@ TEST(MatmulKernels, TokenTilesAgreeBitForBitOnEveryTarget) {
 TEST(MatmulKernels, BlockTilesAddOneRoundedBlockSumAtATime) {
   std::mt19937 rng(37);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int64_t rows = 37, cols = 2880, n_tok = 13, nb = cols / 32;
-  std::vector<float> x(static_cast<size_t>(n_tok * cols));  // [n_tok, cols]
-  for (auto& v : x) v = normal(rng);
-  // Weight block `blk`'s scale and its 32 integer values (what the codes stand for, before the scale).
-  const auto block = [](GgmlType t, const uint8_t* blk, int (&v)[32]) {
-    uint16_t h;
-    std::memcpy(&h, blk, 2);
-    for (int j = 0; j < 32; ++j) {
-      const int nib = j < 16 ? 0 : 4;
-      if (t == GgmlType::Q8_0) v[j] = static_cast<int8_t>(blk[offsetof(BlockQ8_0, qs) + j]);
-      if (t == GgmlType::Q4_0) v[j] = (blk[offsetof(BlockQ4_0, qs) + j % 16] >> nib & 15) - 8;
-      if (t == GgmlType::Q5_0) {
-        uint32_t qh;
-        std::memcpy(&qh, blk + offsetof(BlockQ5_0, qh), 4);
-        v[j] = ((blk[offsetof(BlockQ5_0, qs) + j % 16] >> nib & 15) | static_cast<int>(qh >> j & 1) << 4) - 16;
-      }
-      if (t == GgmlType::MXFP4) v[j] = kMxfp4DoubledValues[blk[offsetof(BlockMXFP4, qs) + j % 16] >> nib & 15];
-    }
-    return t == GgmlType::MXFP4 ? e8m0_to_fp32_half(blk[0]) : fp16_to_fp32(h);
-  };
+  const int64_t rows = 37, cols = 2880, nb = cols / 32;
+  // A prompt's lone token (batched), a paired tile, a full and a partial one, and a second pass past 16 tiles.
   int checked = 0;
-  for (int64_t target : kernels::compiled_targets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
-      if (!kernels::uses_token_tiles(t)) continue;
-      const auto wb = random_matrix(t, rows, cols, rng);
-      const size_t rb = row_bytes(t, cols);
-      // The activations as the kernels see them: Q8_0-style blocks of 32 (codes and scales).
-      std::vector<int8_t> q(static_cast<size_t>(n_tok * cols));
-      std::vector<float> d(static_cast<size_t>(n_tok * nb));
-      std::vector<int16_t> sums(static_cast<size_t>(n_tok * cols / 16));
-      const kernels::Q8Rows xq{kernels::q8_format(t), cols, q.data(), d.data(), sums.data()};
-      for (int64_t tok = 0; tok < n_tok; ++tok) kernels::quantize_q8_row(x.data(), tok, xq);
-      std::vector<float> want(static_cast<size_t>(n_tok * rows));  // [n_tok, rows]
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t tok = 0; tok < n_tok; ++tok) {
-          float acc = 0.0f;
-          for (int64_t b = 0; b < nb; ++b) {
-            int v[32];
-            const float dw = block(t, wb.data() + static_cast<size_t>(r) * rb + static_cast<size_t>(b) * (rb / nb), v);
-            int32_t isum = 0;
-            for (int j = 0; j < 32; ++j) isum += v[j] * q[static_cast<size_t>(tok * cols + b * 32 + j)];
-            acc = std::fma(static_cast<float>(isum), dw * d[static_cast<size_t>(tok * nb + b)], acc);
+  for (int64_t n_tok : {1, 3, 13, 131}) {
+    std::vector<float> x(static_cast<size_t>(n_tok * cols));  // [n_tok, cols]
+    for (auto& v : x) v = normal(rng);
+    // Weight block `blk`'s scale and its 32 integer values (what the codes stand for, before the scale).
+    const auto block = [](GgmlType t, const uint8_t* blk, int (&v)[32]) {
+      uint16_t h;
+      std::memcpy(&h, blk, 2);
+      for (int j = 0; j < 32; ++j) {
+        const int nib = j < 16 ? 0 : 4;
+        if (t == GgmlType::Q8_0) v[j] = static_cast<int8_t>(blk[offsetof(BlockQ8_0, qs) + j]);
+        if (t == GgmlType::Q4_0) v[j] = (blk[offsetof(BlockQ4_0, qs) + j % 16] >> nib & 15) - 8;
+        if (t == GgmlType::Q5_0) {
+          uint32_t qh;
+          std::memcpy(&qh, blk + offsetof(BlockQ5_0, qh), 4);
+          v[j] = ((blk[offsetof(BlockQ5_0, qs) + j % 16] >> nib & 15) | static_cast<int>(qh >> j & 1) << 4) - 16;
+        }
+        if (t == GgmlType::MXFP4) v[j] = kMxfp4DoubledValues[blk[offsetof(BlockMXFP4, qs) + j % 16] >> nib & 15];
+      }
+      return t == GgmlType::MXFP4 ? e8m0_to_fp32_half(blk[0]) : fp16_to_fp32(h);
+    };
+    for (int64_t target : kernels::compiled_targets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
+        if (!kernels::uses_token_tiles(t)) continue;
+        const auto wb = random_matrix(t, rows, cols, rng);
+        const size_t rb = row_bytes(t, cols);
+        // The activations as the kernels see them: Q8_0-style blocks of 32 (codes and scales).
+        std::vector<int8_t> q(static_cast<size_t>(n_tok * cols));
+        std::vector<float> d(static_cast<size_t>(n_tok * nb));
+        std::vector<int16_t> sums(static_cast<size_t>(n_tok * cols / 16));
+        const kernels::Q8Rows xq{kernels::q8_format(t), cols, q.data(), d.data(), sums.data()};
+        for (int64_t tok = 0; tok < n_tok; ++tok) kernels::quantize_q8_row(x.data(), tok, xq);
+        std::vector<float> want(static_cast<size_t>(n_tok * rows));  // [n_tok, rows]
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t tok = 0; tok < n_tok; ++tok) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; ++b) {
+              int v[32];
+              const uint8_t* blk = wb.data() + static_cast<size_t>(r) * rb + static_cast<size_t>(b) * (rb / nb);
+              const float dw = block(t, blk, v);
+              int32_t isum = 0;
+              for (int j = 0; j < 32; ++j) isum += v[j] * q[static_cast<size_t>(tok * cols + b * 32 + j)];
+              acc = std::fma(static_cast<float>(isum), dw * d[static_cast<size_t>(tok * nb + b)], acc);
+            }
+            want[static_cast<size_t>(tok * rows + r)] = acc;
           }
-          want[static_cast<size_t>(tok * rows + r)] = acc;
         }
-      }
-      std::vector<std::vector<uint8_t>> layouts{wb};
-      if (kernels::has_rows16_kernel(t)) {  // the first 32 rows repacked
-        layouts.emplace_back(rb * 32);
-        repack_rows16(t, wb.data(), rb, cols, 0, 2, layouts.back().data());
-      }
-      for (size_t l = 0; l < layouts.size(); ++l) {
-        const bool rows16 = l == 1;
-        const int64_t n_rows = rows16 ? 32 : rows;
-        const WeightView w{t, layouts[l].data(), n_rows, cols, rb, Memory::host,
-                           rows16 ? WeightLayout::rows16 : WeightLayout::gguf};
-        MatmulScratch mm(cols, n_tok, ActivationRounding::match_ggml);
-        std::vector<float> y(static_cast<size_t>(n_tok * n_rows), NAN);
-        matmul(w, x.data(), y.data(), n_tok, mm);
-        for (int64_t tok = 0; tok < n_tok; ++tok) {
-          EXPECT_EQ(0, std::memcmp(y.data() + tok * n_rows, want.data() + tok * rows,
-                                   sizeof(float) * static_cast<size_t>(n_rows)))
-              << type_name(t) << (rows16 ? " rows16" : "") << " token " << tok << " on " << hwy::TargetName(target);
+        std::vector<std::vector<uint8_t>> layouts{wb};
+        if (kernels::has_rows16_kernel(t)) {  // the first 32 rows repacked
+          layouts.emplace_back(rb * 32);
+          repack_rows16(t, wb.data(), rb, cols, 0, 2, layouts.back().data());
         }
-        ++checked;
+        for (size_t l = 0; l < layouts.size(); ++l) {
+          const bool rows16 = l == 1;
+          const int64_t n_rows = rows16 ? 32 : rows;
+          const WeightView w{t, layouts[l].data(), n_rows, cols, rb, Memory::host,
+                             rows16 ? WeightLayout::rows16 : WeightLayout::gguf};
+          MatmulScratch mm(cols, n_tok, ActivationRounding::match_ggml);
+          std::vector<float> y(static_cast<size_t>(n_tok * n_rows), NAN);
+          const Product p{w, y.data()};
+          const ProductGroup group{{&p, 1}, x.data(), n_tok, true};
+          matmul_groups({&group, 1}, mm);
+          for (int64_t tok = 0; tok < n_tok; ++tok) {
+            EXPECT_EQ(0, std::memcmp(y.data() + tok * n_rows, want.data() + tok * rows,
+                                     sizeof(float) * static_cast<size_t>(n_rows)))
+                << type_name(t) << (rows16 ? " rows16" : "") << " n_tok " << n_tok << " token " << tok << " on "
+                << hwy::TargetName(target);
+          }
+          ++checked;
+        }
       }
     }
+    hwy::SetSupportedTargetsForTest(0);  // compiled_targets() lists only the supported ones
   }
-  hwy::SetSupportedTargetsForTest(0);
   if (checked == 0) GTEST_SKIP() << "no target on this CPU takes token tiles for 32-block types";
 }
 
