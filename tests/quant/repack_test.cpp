@@ -46,6 +46,20 @@ std::vector<float> random_x(int64_t n, std::mt19937& rng) {
   return x;
 }
 
+// A file-layout Q8_0 matrix v1 ([rows1, cols]) and a second one both repacked (v2) and as in the file (v2g).
+struct TwoMatrices {
+  std::vector<uint8_t> w1, w2, w2r;
+  WeightView v1, v2, v2g;
+  TwoMatrices(int64_t rows1, int64_t rows2, int64_t cols, std::mt19937& rng)
+      : w1(random_q8_0(rows1, cols, rng)), w2(random_q8_0(rows2, cols, rng)), w2r(repacked(w2, rows2, cols)) {
+    const size_t rb = row_bytes(GgmlType::Q8_0, cols);
+    v1 = WeightView{GgmlType::Q8_0, w1.data(), rows1, cols, rb};
+    v2 = WeightView{GgmlType::Q8_0, w2r.data(), rows2, cols, rb};
+    v2.layout = WeightLayout::rows16;
+    v2g = WeightView{GgmlType::Q8_0, w2.data(), rows2, cols, rb};
+  }
+};
+
 TEST(Rows16, LayoutFitsQ8_0InGroupsOf16Rows) {
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 16, 32));
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 2880, 2880));
@@ -124,13 +138,8 @@ TEST(Rows16, MixedLayoutsInOneGroupMatchSeparateCalls) {
   }
   std::mt19937 rng(5);
   const int64_t cols = 256, n_tok = 2;
-  const std::vector<uint8_t> w1 = random_q8_0(32, cols, rng), w2 = random_q8_0(48, cols, rng);
-  const std::vector<uint8_t> w2r = repacked(w2, 48, cols);
-  const size_t rb = row_bytes(GgmlType::Q8_0, cols);
-  const WeightView v1{GgmlType::Q8_0, w1.data(), 32, cols, rb};
-  WeightView v2{GgmlType::Q8_0, w2r.data(), 48, cols, rb};
-  v2.layout = WeightLayout::rows16;
-  const WeightView v2g{GgmlType::Q8_0, w2.data(), 48, cols, rb};
+  const TwoMatrices m(32, 48, cols, rng);
+  const WeightView &v1 = m.v1, &v2 = m.v2, &v2g = m.v2g;
   const std::vector<float> x = random_x(n_tok * cols, rng);
   MatmulScratch scratch(cols, n_tok, ActivationRounding::match_ggml);
   std::vector<float> y1(static_cast<size_t>(n_tok * 32)), y2(static_cast<size_t>(n_tok * 48));
@@ -143,7 +152,6 @@ TEST(Rows16, MixedLayoutsInOneGroupMatchSeparateCalls) {
   EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size()));
 }
 
-
 // Two groups of one token with the same activations, the first of the file layout and the second repacked: the
 // second must not take the first's quantized rows, which lack the quad biases its kernel reads (matmul_groups
 // shares rows only between groups of the same layout). Both give the bits of separate calls.
@@ -153,13 +161,8 @@ TEST(Rows16, GroupsOfBothLayoutsSharingActivationsMatchSeparateCalls) {
   }
   std::mt19937 rng(6);
   const int64_t cols = 512;
-  const std::vector<uint8_t> w1 = random_q8_0(32, cols, rng), w2 = random_q8_0(32, cols, rng);
-  const std::vector<uint8_t> w2r = repacked(w2, 32, cols);
-  const size_t rb = row_bytes(GgmlType::Q8_0, cols);
-  const WeightView v1{GgmlType::Q8_0, w1.data(), 32, cols, rb};
-  WeightView v2{GgmlType::Q8_0, w2r.data(), 32, cols, rb};
-  v2.layout = WeightLayout::rows16;
-  const WeightView v2g{GgmlType::Q8_0, w2.data(), 32, cols, rb};
+  const TwoMatrices m(32, 32, cols, rng);
+  const WeightView &v1 = m.v1, &v2 = m.v2, &v2g = m.v2g;
   const std::vector<float> x = random_x(cols, rng);
   MatmulScratch scratch(cols, 2, ActivationRounding::match_ggml);  // room for both groups' rows: taken together
   std::vector<float> y1(32), y2(32), z1(32), z2(32);
