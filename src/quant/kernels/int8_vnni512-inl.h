@@ -345,6 +345,20 @@ struct Rows16Q8Lanes {
   }
 };
 
+// Where token tile g of x starts at block b: its codes, sums and scales.
+// kCols: the weight block's columns, which are the activation block's (Q8_K's 256 for K-quants, Q8_0's 32).
+struct TileAt {
+  const int8_t* xq;
+  const int16_t* xs;
+  const float* dt;
+  TileAt(const Q8Rows& x, int64_t kCols, int64_t g, int64_t b) {
+    const int64_t nb = x.cols / kCols, quads = x.cols / 4, blocks32 = x.cols / 32;
+    xq = x.qt + (g * quads + b * (kCols / 4)) * 4 * kTokenTile;
+    xs = x.st + (g * blocks32 + b * (kCols / 32)) * 2 * kTokenTile;
+    dt = x.dt + (g * nb + b) * kTokenTile;
+  }
+};
+
 // One unpacked block times the NT tokens of a token tile (lane(t) = t, or 2t in a paired tile: int8_kernels.h):
 // acc[t] lane r += row r's block product with token t. xq, xs, dt: the tile's interleaved codes, sums of 16 and
 // block scales at this block (Q8Rows::qt, st, dt).
@@ -379,39 +393,47 @@ HWY_INLINE void MultiplyBlock(const typename K::Block& o, const int8_t* HWY_REST
   }
 }
 
-// One unpacked 32-block (Block32Lanes) times the NT tokens of a token tile, as MultiplyBlock.
+// One unpacked 32-block (Block32Lanes) times the NT tokens of a token tile, as MultiplyBlock. corr: the tile's
+// -o * (its tokens' sums of the block's activations), lane(t) for token t (Block32Offsets), which starts each
+// token's sum: a broadcast load, where a vpdpwssd of the sums (and the zeroed register it adds to) would take two of
+// the vector ports' ~11 operations per token and block (llvm-mca, icelake-server: the ports 0 and 5 bound the
+// loop). The tokens' chains interleave, quad by quad, so the eight of a full tile are in flight together.
 template <class K, int NT, bool kPaired>
 HWY_INLINE void MultiplyBlock32(const typename K::Block& o, const int8_t* HWY_RESTRICT xq,
-                                const int16_t* HWY_RESTRICT xs, const float* HWY_RESTRICT dt, __m512 (&acc)[NT]) {
+                                const int32_t* HWY_RESTRICT corr, const float* HWY_RESTRICT dt, __m512 (&acc)[NT]) {
   constexpr int64_t T = kTokenTile;
-  constexpr int kChains = NT <= 4 ? 2 : 1;  // as MultiplyBlock
   const auto lane = [](int t) { return kPaired ? 2 * t : t; };
-  const __m512i neg_offset = _mm512_set1_epi16(static_cast<int16_t>(-K::Codes::kOffset));
-  for (int t = 0; t < NT; ++t) {
-    __m512i sum[kChains];
-    sum[0] = DpWssdBcast(_mm512_setzero_si512(), neg_offset, xs + 2 * lane(t));  // -o * (s0 + s1)
-    if constexpr (kChains == 2) sum[1] = _mm512_setzero_si512();
-    for (int i = 0; i < 8; ++i)
-      sum[i % kChains] = DpBusdBcast(sum[i % kChains], o.codes[i], xq + (i * T + lane(t)) * 4);
-    __m512i isum = sum[0];
-    if constexpr (kChains == 2) isum = _mm512_add_epi32(isum, sum[1]);
-    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(o.d, _mm512_set1_ps(dt[lane(t)])), acc[t]);
+  __m512i sum[NT];
+  for (int t = 0; t < NT; ++t) sum[t] = _mm512_set1_epi32(corr[lane(t)]);
+  for (int i = 0; i < 8; ++i)
+    for (int t = 0; t < NT; ++t) sum[t] = DpBusdBcast(sum[t], o.codes[i], xq + (i * T + lane(t)) * 4);
+  for (int t = 0; t < NT; ++t)
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[t]), _mm512_mul_ps(o.d, _mm512_set1_ps(dt[lane(t)])), acc[t]);
+}
+
+// The block's product with a tile, by the weight block's size.
+template <class K, int NT, bool kPaired>
+HWY_INLINE void Multiply(const typename K::Block& o, const int8_t* HWY_RESTRICT xq, const int16_t* HWY_RESTRICT xs,
+                         const int32_t* HWY_RESTRICT corr, const float* HWY_RESTRICT dt, __m512 (&acc)[NT]) {
+  if constexpr (K::kCols == 32) {
+    MultiplyBlock32<K, NT, kPaired>(o, xq, corr, dt, acc);
+  } else {
+    MultiplyBlock<K, NT, kPaired>(o, xq, xs, dt, acc);
   }
 }
 
-// Where token tile g of x starts at block b: its codes, sums and scales.
-// kCols: the weight block's columns, which are the activation block's (Q8_K's 256 for K-quants, Q8_0's 32).
-struct TileAt {
-  const int8_t* xq;
-  const int16_t* xs;
-  const float* dt;
-  TileAt(const Q8Rows& x, int64_t kCols, int64_t g, int64_t b) {
-    const int64_t nb = x.cols / kCols, quads = x.cols / 4, blocks32 = x.cols / 32;
-    xq = x.qt + (g * quads + b * (kCols / 4)) * 4 * kTokenTile;
-    xs = x.st + (g * blocks32 + b * (kCols / 32)) * 2 * kTokenTile;
-    dt = x.dt + (g * nb + b) * kTokenTile;
+// For tiles g0 .. g0 + ng - 1 of x at 32-block b: corr[g][lane] = -o * (the lane's two sums of 16), o the codes'
+// offset (exact: |sum| <= 32 * 128, o <= 128). One vpmaddwd per tile, shared by the block's 16 rows.
+template <class K>
+HWY_INLINE void Block32Offsets(const Q8Rows& x, int64_t g0, int64_t ng, int64_t b, int32_t (*corr)[kTokenTile]) {
+  static_assert(kTokenTile == 8);
+  const __m256i neg_offset = _mm256_set1_epi16(static_cast<int16_t>(-K::Codes::kOffset));
+  for (int64_t g = 0; g < ng; ++g) {
+    const int16_t* xs = TileAt(x, K::kCols, g0 + g, b).xs;
+    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(corr[g]), _mm256_madd_epi16(sums, neg_offset));
   }
-};
+}
 
 // f<NT, kPaired>() for a token tile of `tokens` (1..kTokenTile) tokens: the tile sizes as constants.
 template <class F>
@@ -455,6 +477,8 @@ template <class K>
 void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
                 int64_t r0, int64_t r1) {
   const int64_t tiles = padded_tokens(n_tok) / kTokenTile, nb = x.cols / K::kCols;
+  // From one tile of x to the next (TileAt): its codes, sums of 16 and block scales.
+  const int64_t tile_q = x.cols * kTokenTile, tile_s = x.cols / 32 * 2 * kTokenTile, tile_d = nb * kTokenTile;
   constexpr int64_t kTilesPerPass = 16;
   alignas(64) typename K::Block blk;
   for (int64_t r = r0; r < r1; r += 16) {
@@ -473,16 +497,27 @@ void TokenTiles(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_t
       for (int64_t b = 0; b < nb; ++b) {
         PrefetchRows<K>(rows, b);
         K::Unpack(rows, static_cast<size_t>(b) * K::kBytes, blk);
-        for (int64_t g = 0; g < ng; ++g) {
-          const TileAt at(x, K::kCols, g0 + g, b);
+        alignas(32) int32_t corr[kTilesPerPass][kTokenTile];
+        if constexpr (K::kCols == 32) Block32Offsets<K>(x, g0, ng, b, corr);
+        // 32-blocks: the full tiles in a loop of their own with constant strides between them, then a last
+        // partial one. A tile's ~100 operations leave little room for the address arithmetic and the switch of a
+        // tile size taken per tile, whose scalar operations share the vector ports 0 and 5: Matmul/MXFP4/768x2048/
+        // tok128 at 1 thread, 151 -> 159 G MAC/s. The K-quants (~700 operations a tile) keep the switch and
+        // TileAt per tile: the strided form took Q4_K from 157 to 145.
+        const TileAt at(x, K::kCols, g0, b);
+        const int64_t full = K::kCols == 32 ? std::min(ng, n_tok / kTokenTile - g0) : 0;
+        for (int64_t g = 0; g < full; ++g) {
+          __m512 a[kTokenTile];
+          for (int t = 0; t < kTokenTile; ++t) a[t] = acc[g][t];
+          Multiply<K, kTokenTile, false>(blk, at.xq + g * tile_q, at.xs + g * tile_s, corr[g], at.dt + g * tile_d, a);
+          for (int t = 0; t < kTokenTile; ++t) acc[g][t] = a[t];
+        }
+        for (int64_t g = full; g < ng; ++g) {
           WithTileSize(std::min(kTokenTile, n_tok - (g0 + g) * kTokenTile), [&]<int NT, bool kPaired>() HWY_ATTR {
             __m512 a[NT];
             for (int t = 0; t < NT; ++t) a[t] = acc[g][t];
-            if constexpr (K::kCols == 32) {
-              MultiplyBlock32<K, NT, kPaired>(blk, at.xq, at.xs, at.dt, a);
-            } else {
-              MultiplyBlock<K, NT, kPaired>(blk, at.xq, at.xs, at.dt, a);
-            }
+            const TileAt ag(x, K::kCols, g0 + g, b);
+            Multiply<K, NT, kPaired>(blk, ag.xq, ag.xs, corr[g], ag.dt, a);
             for (int t = 0; t < NT; ++t) acc[g][t] = a[t];
           });
         }
