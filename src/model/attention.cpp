@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "model/rmsnorm.h"
+#include "quant/kernels/vec_kernels.h"
 #include "util/thread_pool.h"
 
 namespace moetier::model {
@@ -83,19 +84,11 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
     const int64_t first = w.sliding_window > 0 ? std::max<int64_t>(0, p - w.sliding_window + 1) : 0;
     const int64_t koff = (h0 / group) * hd;
     cache.scores(layer, koff, q + t * nq + h0 * hd, sub, hd, first, p + 1, scale, scores, n_ctx_);
+    // Each head's softmax over the visible keys and, when present, its sink logit (which has no value row).
     for (int64_t g = 0; g < sub; ++g) {
-      // Softmax over the visible keys and, when present, the head's sink logit (which has no value row).
-      float* s = scores + g * n_ctx_;
-      const int64_t h = h0 + g;
-      float mx = w.sinks.empty() ? -std::numeric_limits<float>::infinity() : w.sinks[static_cast<size_t>(h)];
-      for (int64_t j = first; j <= p; ++j) mx = std::max(mx, s[j]);
-      double sum = w.sinks.empty() ? 0.0 : std::exp(static_cast<double>(w.sinks[static_cast<size_t>(h)] - mx));
-      for (int64_t j = first; j <= p; ++j) {
-        s[j] = std::exp(s[j] - mx);
-        sum += s[j];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t j = first; j <= p; ++j) s[j] *= inv;
+      const float sink =
+          w.sinks.empty() ? -std::numeric_limits<float>::infinity() : w.sinks[static_cast<size_t>(h0 + g)];
+      quant::kernels::attn_softmax(scores + g * n_ctx_ + first, p + 1 - first, sink);
     }
     cache.values(layer, koff, scores, sub, n_ctx_, first, p + 1, hd, ctx_.data() + t * nq + h0 * hd);
   };

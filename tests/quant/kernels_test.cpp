@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -742,6 +743,43 @@ TEST(MatmulKernels, BlockTilesAddOneRoundedBlockSumAtATime) {
     hwy::SetSupportedTargetsForTest(0);  // compiled_targets() lists only the supported ones
   }
   if (checked == 0) GTEST_SKIP() << "no target on this CPU takes token tiles for 32-block types";
+}
+
+// The attention softmax against double precision on every target: rows around the vector widths (the masked
+// tail), with and without a sink logit, scores spread over +-30 so that exponents far below the maximum occur.
+// Bound per element: e^(x - m) is within 1 ULP of the exact value of the rounded difference, which is within
+// u * |x - m| of x - m (a relative error of that much in the exponential); the sum of n + 1 terms adds gamma(n + 1),
+// the reciprocal and the product 2 u. The elements past the row stay as they were.
+TEST(VecKernels, SoftmaxMatchesReferenceOnEveryTarget) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> score(-30.0f, 30.0f);
+  const double u = std::ldexp(1.0, -24);
+  const auto gamma = [&](int64_t m) { return static_cast<double>(m) * u / (1.0 - static_cast<double>(m) * u); };
+  for (int64_t target : kernels::compiled_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (int64_t n : {1, 5, 15, 16, 17, 31, 33, 100, 513}) {
+      for (bool with_sink : {false, true}) {
+        std::vector<float> s(static_cast<size_t>(n) + 16);
+        for (auto& e : s) e = score(rng);
+        const std::vector<float> in = s;
+        const float sink = with_sink ? score(rng) : -std::numeric_limits<float>::infinity();
+        kernels::attn_softmax(s.data(), n, sink);
+        double m = sink, sum = 0.0;
+        for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<double>(in[static_cast<size_t>(j)]));
+        for (int64_t j = 0; j < n; ++j) sum += std::exp(in[static_cast<size_t>(j)] - m);
+        if (with_sink) sum += std::exp(sink - m);
+        const std::string where = std::string(hwy::TargetName(target)) + " n " + std::to_string(n) +
+                                  (with_sink ? " sink" : "");
+        for (int64_t j = 0; j < n; ++j) {
+          const double x = in[static_cast<size_t>(j)], ref = std::exp(x - m) / sum;
+          const double rel = (std::fabs(x - m) + 2.0) * u + gamma(n + 1) + 2.0 * u;
+          EXPECT_LE(std::fabs(s[static_cast<size_t>(j)] - ref), rel * ref + 1e-44) << where << " j " << j;
+        }
+        for (size_t j = static_cast<size_t>(n); j < s.size(); ++j) EXPECT_EQ(s[j], in[j]) << where << " past " << j;
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace

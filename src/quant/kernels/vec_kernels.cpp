@@ -6,8 +6,11 @@
 #include "hwy/foreach_target.h"  // must precede highway.h
 #include "hwy/highway.h"
 #include "hwy/cache_control.h"
+#include "hwy/contrib/math/math-inl.h"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "quant/fp16.h"
 #include "quant/kernels/vec_kernels.h"
@@ -161,6 +164,44 @@ HWY_INLINE void Values(const float* p, int64_t group, int64_t ld_s, const T* v, 
   }
 }
 
+// Softmax of one head's scores in place, with an optional sink logit (no value row; -inf without one). Three
+// passes over the row: the lanes' maximum, e^(s - max) stored and summed in the lanes, the normalisation. The
+// partial vector at the end is masked (exp's lower bound gives 0 for the -inf of masked lanes).
+void Softmax(float* HWY_RESTRICT s, int64_t n, float sink) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t full = n / N * N;
+  const auto tail = hn::FirstN(df, static_cast<size_t>(n - full));
+  const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  auto vmax = hn::Set(df, sink);
+  for (int64_t j = 0; j < full; j += N) vmax = hn::Max(vmax, hn::LoadU(df, s + j));
+  vmax = hn::Max(vmax, hn::IfThenElse(tail, hn::MaskedLoad(tail, df, s + full), neg_inf));
+  const float mx = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  const auto vmx = hn::Set(df, mx);
+  auto sum0 = hn::Zero(df), sum1 = hn::Zero(df);
+  int64_t j = 0;
+  for (; j + 2 * N <= full; j += 2 * N) {
+    const auto e0 = hn::Exp(df, hn::Sub(hn::LoadU(df, s + j), vmx));
+    const auto e1 = hn::Exp(df, hn::Sub(hn::LoadU(df, s + j + N), vmx));
+    hn::StoreU(e0, df, s + j);
+    hn::StoreU(e1, df, s + j + N);
+    sum0 = hn::Add(sum0, e0), sum1 = hn::Add(sum1, e1);
+  }
+  if (j < full) {
+    const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, s + j), vmx));
+    hn::StoreU(e, df, s + j);
+    sum0 = hn::Add(sum0, e);
+  }
+  const auto et = hn::IfThenElseZero(tail, hn::Exp(df, hn::Sub(hn::MaskedLoad(tail, df, s + full), vmx)));
+  hn::BlendedStore(et, tail, df, s + full);
+  sum1 = hn::Add(sum1, et);
+  double sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(sum0, sum1)));
+  if (sink > -std::numeric_limits<float>::infinity()) sum += std::exp(static_cast<double>(sink) - mx);
+  const auto inv = hn::Set(df, static_cast<float>(1.0 / sum));
+  for (j = 0; j < full; j += N) hn::StoreU(hn::Mul(hn::LoadU(df, s + j), inv), df, s + j);
+  hn::BlendedStore(hn::Mul(hn::MaskedLoad(tail, df, s + full), inv), tail, df, s + full);
+}
+
 void ScoresF16(const float* q, int64_t group, int64_t n, const uint16_t* k, int64_t ld_kv, int64_t j0, int64_t j1,
                float scale, float* scores, int64_t ld_s) {
   Scores(q, group, n, k, ld_kv, j0, j1, scale, scores, ld_s);
@@ -189,6 +230,7 @@ HWY_EXPORT(ScoresF16);
 HWY_EXPORT(ScoresF32);
 HWY_EXPORT(ValuesF16);
 HWY_EXPORT(ValuesF32);
+HWY_EXPORT(Softmax);
 
 void attn_scores_f16(const float* q, int64_t group, int64_t n, const uint16_t* k, int64_t ld_kv, int64_t j0,
                      int64_t j1, float scale, float* scores, int64_t ld_s) {
@@ -206,6 +248,7 @@ void attn_values_f32(const float* p, int64_t group, int64_t ld_s, const float* v
                      int64_t j1, int64_t n, float* o) {
   HWY_DYNAMIC_DISPATCH(ValuesF32)(p, group, ld_s, v, ld_kv, j0, j1, n, o);
 }
+void attn_softmax(float* s, int64_t n, float sink) { HWY_DYNAMIC_DISPATCH(Softmax)(s, n, sink); }
 
 }  // namespace moetier::quant::kernels
 #endif  // HWY_ONCE

@@ -33,4 +33,10 @@ void attn_values_f16(const float* p, int64_t group, int64_t ld_s, const uint16_t
 void attn_values_f32(const float* p, int64_t group, int64_t ld_s, const float* v, int64_t ld_kv, int64_t j0,
                      int64_t j1, int64_t n, float* o);
 
+// s[j] = e^(s[j] - m) / (sum_{j' < n} e^(s[j'] - m) + e^(sink - m)) for j < n, m the maximum of the scores and
+// the sink: the softmax of one head's scores in place, with gpt-oss's attention sink (a logit with no value row;
+// -infinity for none). e^x is hwy/contrib/math's Exp (max error 1 ULP against std::exp); the sum runs in float32
+// lanes, so its error is that of an n-term sum (n >= 1, or a finite sink).
+void attn_softmax(float* s, int64_t n, float sink);
+
 }  // namespace moetier::quant::kernels
