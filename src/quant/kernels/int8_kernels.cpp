@@ -585,10 +585,15 @@ void offset_pair_sums(const Q8Rows& x, int64_t n_tok, int o) {
 }
 
 void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok) {
+  interleave_q8_tiles(x, n_tok, 0, padded_tokens(n_tok) / kTokenTile);
+}
+
+void interleave_q8_tiles(const Q8Rows& x, int64_t n_tok, int64_t g0, int64_t g1) {
   assert(x.format != Q8Format::none && x.qt != nullptr && x.st != nullptr && x.dt != nullptr);
+  assert(0 <= g0 && g0 <= g1 && g1 <= padded_tokens(n_tok) / kTokenTile);
   const int64_t T = kTokenTile, cols = x.cols, quads = cols / 4, blocks32 = cols / 32;
   const int64_t blocks = cols / q8_block(x.format);
-  for (int64_t g = 0; g < padded_tokens(n_tok) / T; ++g) {
+  for (int64_t g = g0; g < g1; ++g) {
     int8_t* qt = x.qt + g * quads * 4 * T;
     int16_t* st = x.st + g * blocks32 * 2 * T;
     float* dt = x.dt + g * blocks * T;

@@ -95,6 +95,9 @@ void offset_pair_sums(const Q8Rows& x, int64_t n_tok, int o);
 
 // Fills x.qt, x.st and x.dt (padded_tokens(n_tok) rows) from rows 0 .. n_tok - 1 of x.
 void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok);
+// The same for token tiles g0 .. g1 - 1 only (their kTokenTile rows each), from the rows of their tokens: tiles
+// can be filled by several threads, each once its tokens are quantized.
+void interleave_q8_tiles(const Q8Rows& x, int64_t n_tok, int64_t g0, int64_t g1);
 
 // Quantizes row `tok` of x ([.., cols], cols a multiple of q8_block) into row `tok` of out.
 void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out);
