@@ -8,6 +8,7 @@
 #define MOETIER_QUANT_KERNELS_BLOCK_BYTES_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -140,6 +141,10 @@ HWY_INLINE void TwoStreamRowPointers(const uint8_t* w, size_t row_bytes, float* 
 // four tokens; four tokens' accumulators and the operands fit AVX2's 16 vector registers. One token (decode)
 // takes the rows in two streams (TwoStreamRows). The kernels' common driver (float and integer, portable and
 // AVX2).
+// Several tokens take the rows in blocks of ~kRowBlockBytes of weights, and within a block the token tiles outer:
+// a tile's activations stay in L1 over the block's rows, the block's weights in L2 over the tiles. Rows outer
+// read every token's activations again for each row: Qwen3-30B-A3B's F32 router at a 512-token prompt read 4 MiB
+// of x from L3 per row, 128 rows a layer (4% of the prompt's time). The same tiles, so the same results.
 template <class Tile>
 HWY_INLINE void RowsByTokenTiles(const uint8_t* w, size_t row_bytes, int64_t n_tok, int64_t r0, int64_t r1,
                                  const Tile& tile) {
@@ -149,14 +154,19 @@ HWY_INLINE void RowsByTokenTiles(const uint8_t* w, size_t row_bytes, int64_t n_t
     });
     return;
   }
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+  constexpr size_t kRowBlockBytes = size_t{256} << 10;
+  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kRowBlockBytes / row_bytes));
+  for (int64_t b0 = r0; b0 < r1; b0 += block) {
+    const int64_t b1 = std::min(r1, b0 + block);
+    const auto rows = [&](auto nt, int64_t t) HWY_ATTR {
+      for (int64_t r = b0; r < b1; ++r) tile(nt, w + static_cast<size_t>(r) * row_bytes, r, t);
+    };
     int64_t t = 0;
-    for (; t + 4 <= n_tok; t += 4) tile(std::integral_constant<size_t, 4>{}, row, r, t);
+    for (; t + 4 <= n_tok; t += 4) rows(std::integral_constant<size_t, 4>{}, t);
     switch (n_tok - t) {
-      case 3: tile(std::integral_constant<size_t, 3>{}, row, r, t); break;
-      case 2: tile(std::integral_constant<size_t, 2>{}, row, r, t); break;
-      case 1: tile(std::integral_constant<size_t, 1>{}, row, r, t); break;
+      case 3: rows(std::integral_constant<size_t, 3>{}, t); break;
+      case 2: rows(std::integral_constant<size_t, 2>{}, t); break;
+      case 1: rows(std::integral_constant<size_t, 1>{}, t); break;
       default: break;
     }
   }
