@@ -93,10 +93,11 @@ void Attention::forward(const AttentionWeights& w, KvCache& cache, int64_t layer
     cache.values(layer, koff, scores, sub, n_ctx_, first, p + 1, hd, ctx_.data() + t * nq + h0 * hd);
   };
   const int64_t n_tasks = n_tok * nkv * split, per_token = nkv * split;
+  // Thread i takes every n_threads-th task: a causal prompt's later tokens see more keys, so contiguous ranges
+  // left the first thread the cheap half (a quarter of the work at two threads) and it waited for the other.
   const auto range = [&](int i) {
     float* scores = scores_.data() + static_cast<int64_t>(i) * group * n_ctx_;
-    for (int64_t tk = n_tasks * i / n_threads; tk < n_tasks * (i + 1) / n_threads; ++tk)
-      task(tk / per_token, (tk % per_token) * sub, scores);
+    for (int64_t tk = i; tk < n_tasks; tk += n_threads) task(tk / per_token, (tk % per_token) * sub, scores);
   };
   if (n_threads == 1) {
     range(0);
