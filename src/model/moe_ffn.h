@@ -74,6 +74,10 @@ class MoeFfn final : private moe::ExpertConsumer {
 
  private:
   void on_experts(std::span<const int32_t> experts, std::span<const moe::ExpertWeights> weights) override;
+  // f(i, p) for every position p of the tokens of experts[i], i < experts.size(), each `width` floats of work:
+  // on the backend's pool when there are enough (over_items in moe_ffn.cpp).
+  template <class F>
+  void over_slots(std::span<const int32_t> experts, int64_t width, const F& f);
 
   RouterConfig router_;
   GluConfig glu_;
