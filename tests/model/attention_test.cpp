@@ -16,7 +16,9 @@ namespace {
 
 // tiny-qwen3moe: 4 query heads in 2 KV groups; tiny-gptoss: 8 in 2, with attention sinks and a 128-token sliding
 // window on alternate layers (140 tokens cross it). A decode step has 2 (token, KV head) tasks, so 3 and 4
-// threads split each group in halves; 1 thread takes whole groups; prefill rows have enough tasks.
+// threads split each group in halves; 1 thread takes whole groups; prefill rows have enough tasks. The 132-token
+// batch also puts the MoE layer's per-row steps (528 slots x 256) and its experts' activation quantization over
+// the 64 K values from which they run on the pool's threads (moe_ffn.cpp, matmul.cpp).
 TEST(Attention, ThreadsAndHeadSplitsGiveIdenticalLogits) {
   for (const char* name : {"tiny-qwen3moe-Q4_K_M", "tiny-gptoss-MXFP4"}) {
     const gguf::GgufModel f = gguf::GgufModel::open(test::oracle_dir() / "models" / (std::string(name) + ".gguf"));

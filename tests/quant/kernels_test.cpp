@@ -565,6 +565,54 @@ TEST(MatmulKernels, GroupsSharingActivationsMatchSeparateCalls) {
   }
 }
 
+// A prompt's groups (over 64 K activation values: the activations are quantized and tiled on the pool's threads,
+// tile by tile) give the bits of one call per group on one thread: token-tiled groups (Q4_K, MXFP4: 20 and 13
+// tokens, partial tiles), one that shares an earlier group's activations, and row-by-row types (IQ4_XS, whose units
+// are tokens), with 2 and 3 threads.
+TEST(MatmulKernels, PromptGroupsQuantizedOnThreadsMatchOneThread) {
+  std::mt19937 rng(32);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t cols = 2048, max_tok = 20;
+  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::MXFP4, GgmlType::Q4_K, GgmlType::IQ4_XS};
+  const int64_t n_tok[] = {20, 13, 20, 9};
+  const int64_t rows[] = {48, 40, 36, 24};
+  const size_t x_of[] = {0, 1, 0, 2};  // group 2 shares group 0's activations
+  constexpr size_t kGroups = 4;
+  std::vector<std::vector<float>> xs;  // [n_tok, cols] each
+  for (int64_t n : {int64_t{20}, int64_t{13}, int64_t{9}}) {
+    xs.emplace_back(static_cast<size_t>(n * cols));
+    for (auto& v : xs.back()) v = normal(rng);
+  }
+  std::vector<std::vector<uint8_t>> wb;
+  std::vector<WeightView> w;
+  for (size_t g = 0; g < kGroups; ++g) {
+    wb.push_back(random_matrix(types[g], rows[g], cols, rng));
+    w.push_back(WeightView{types[g], wb[g].data(), rows[g], cols, row_bytes(types[g], cols)});
+  }
+  MatmulScratch one(cols, max_tok, ActivationRounding::match_ggml);
+  std::vector<std::vector<float>> want;
+  for (size_t g = 0; g < kGroups; ++g) {
+    want.emplace_back(static_cast<size_t>(n_tok[g] * rows[g]));
+    matmul(w[g], xs[x_of[g]].data(), want[g].data(), n_tok[g], one);
+  }
+  for (int threads : {2, 3}) {
+    util::ThreadPool pool(threads);
+    MatmulScratch mm(cols, max_tok, ActivationRounding::match_ggml, 20 + 13 + 20 + 9);
+    mm.set_pool(&pool);
+    std::vector<std::vector<float>> got;
+    std::vector<Product> ps;
+    std::vector<ProductGroup> gs;
+    for (size_t g = 0; g < kGroups; ++g) got.emplace_back(want[g].size(), NAN);
+    for (size_t g = 0; g < kGroups; ++g) ps.push_back(Product{w[g], got[g].data()});
+    for (size_t g = 0; g < kGroups; ++g) gs.push_back(ProductGroup{{&ps[g], 1}, xs[x_of[g]].data(), n_tok[g], true});
+    matmul_groups(gs, mm);
+    for (size_t g = 0; g < kGroups; ++g) {
+      EXPECT_EQ(0, std::memcmp(want[g].data(), got[g].data(), sizeof(float) * want[g].size()))
+          << "group " << g << " (" << type_name(types[g]) << "), threads " << threads;
+    }
+  }
+}
+
 // With two or more tokens, a token's result does not depend on the other tokens of the product (how many, or
 // where it sits among them): the rows of a 2-token product are bit-identical to the same tokens' rows within 131
 // (on AVX2: 17 tiles of 8 tokens, the last padded, in two passes of 16 tiles), and so are the rows of a lone token

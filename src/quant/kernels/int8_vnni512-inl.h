@@ -253,10 +253,11 @@ struct Q6KLanes {
 // value, plus the offset o) and Q5_0 (avx2::Q5_0Tokens: nibble | fifth bit << 4, o = 16), by the formula of
 // TileBlock32 (int8_avx2-inl.h): y += (d * dx) * (sum over the block of code * x - o * (sum of x)), the integer
 // sum exact, converted once per block, one multiply-add per block. Here with 16 rows in the lanes: per token and
-// block 8 vpdpbusd (the token's quads broadcast from memory) started from -o times its code sum (one vpdpwssd of
-// the sum pair), one conversion, one multiply and one multiply-add, where TileBlock32 spends per row (or pair of
-// rows) and 8 tokens 8 vpdpbusd, 8 quad shuffles and the same float steps on 8 lanes. The same integers and the
-// same float operations in the same order per row, token and block, so the results are the bits of TileBlock32.
+// block 8 vpdpbusd (the token's quads broadcast from memory) started from -o times its code sum (computed once
+// per tile and block for the 16 rows), one conversion, one multiply and one multiply-add, where TileBlock32 spends
+// per row (or pair of rows) and 8 tokens 8 vpdpbusd, 8 quad shuffles and the same float steps on 8 lanes. The
+// same integers and the same float operations in the same order per row, token and block, so the results are the
+// bits of TileBlock32.
 // Unpacking a block of 16 rows: one 4 x 4 dword transpose of their 16 code bytes (RowHeads; byte 4i + k holds
 // element 4i + k in its low nibble and 16 + 4i + k in its high one, so lanes hold whole quads), then per quad a
 // mask (Q4_0) or a vpermb from the type's table four times over (MXFP4: index bits 4-5, the neighbouring nibble's,
@@ -395,9 +396,11 @@ HWY_INLINE void MultiplyBlock(const typename K::Block& o, const int8_t* HWY_REST
 
 // One unpacked 32-block (Block32Lanes) times the NT tokens of a token tile, as MultiplyBlock. corr: the tile's
 // -o * (its tokens' sums of the block's activations), lane(t) for token t (Block32Offsets), which starts each
-// token's sum: a broadcast load, where a vpdpwssd of the sums (and the zeroed register it adds to) would take two of
-// the vector ports' ~11 operations per token and block (llvm-mca, icelake-server: the ports 0 and 5 bound the
-// loop). The tokens' chains interleave, quad by quad, so the eight of a full tile are in flight together.
+// token's sum as a broadcast load. A vpdpwssd of the sums per token (and the zeroed register it adds to) took 2 of
+// the ~13 operations per token and block on the vector ports 0 and 5, which bound the loop (llvm-mca,
+// icelake-server); the tokens' chains interleave quad by quad, so a full tile's eight are in flight together.
+// Measured alone, both changes were within noise (Matmul/MXFP4/768x2048/tok128, 1 thread, 151 G MAC/s); the
+// loop of full tiles in TokenTiles is what moved it.
 template <class K, int NT, bool kPaired>
 HWY_INLINE void MultiplyBlock32(const typename K::Block& o, const int8_t* HWY_RESTRICT xq,
                                 const int32_t* HWY_RESTRICT corr, const float* HWY_RESTRICT dt, __m512 (&acc)[NT]) {
