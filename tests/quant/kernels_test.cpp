@@ -793,11 +793,11 @@ TEST(MatmulKernels, BlockTilesAddOneRoundedBlockSumAtATime) {
   if (checked == 0) GTEST_SKIP() << "no target on this CPU takes token tiles for 32-block types";
 }
 
-// The attention softmax against double precision on every target: rows around the vector widths (the masked
+// The attention softmax against double precision on every target: rows around the vector widths (the partial
 // tail), with and without a sink logit, scores spread over +-30 so that exponents far below the maximum occur.
 // Bound per element: e^(x - m) is within 1 ULP of the exact value of the rounded difference, which is within
 // u * |x - m| of x - m (a relative error of that much in the exponential); the sum of n + 1 terms adds gamma(n + 1),
-// the reciprocal and the product 2 u. The elements past the row stay as they were.
+// the reciprocal and the product 2 u. The row is not vector-aligned, and the elements around it stay as they were.
 TEST(VecKernels, SoftmaxMatchesReferenceOnEveryTarget) {
   std::mt19937 rng(12);
   std::uniform_real_distribution<float> score(-30.0f, 30.0f);
@@ -807,23 +807,25 @@ TEST(VecKernels, SoftmaxMatchesReferenceOnEveryTarget) {
     hwy::SetSupportedTargetsForTest(target);
     for (int64_t n : {1, 5, 15, 16, 17, 31, 33, 100, 513}) {
       for (bool with_sink : {false, true}) {
-        std::vector<float> s(static_cast<size_t>(n) + 16);
+        // The row starts one float into the buffer (rows of the scores buffer start anywhere).
+        std::vector<float> s(static_cast<size_t>(n) + 17);
         for (auto& e : s) e = score(rng);
         const std::vector<float> in = s;
         const float sink = with_sink ? score(rng) : -std::numeric_limits<float>::infinity();
-        kernels::attn_softmax(s.data(), n, sink);
+        kernels::attn_softmax(s.data() + 1, n, sink);
         double m = sink, sum = 0.0;
-        for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<double>(in[static_cast<size_t>(j)]));
-        for (int64_t j = 0; j < n; ++j) sum += std::exp(in[static_cast<size_t>(j)] - m);
+        for (int64_t j = 1; j <= n; ++j) m = std::max(m, static_cast<double>(in[static_cast<size_t>(j)]));
+        for (int64_t j = 1; j <= n; ++j) sum += std::exp(in[static_cast<size_t>(j)] - m);
         if (with_sink) sum += std::exp(sink - m);
         const std::string where = std::string(hwy::TargetName(target)) + " n " + std::to_string(n) +
                                   (with_sink ? " sink" : "");
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = 1; j <= n; ++j) {
           const double x = in[static_cast<size_t>(j)], ref = std::exp(x - m) / sum;
           const double rel = (std::fabs(x - m) + 2.0) * u + gamma(n + 1) + 2.0 * u;
           EXPECT_LE(std::fabs(s[static_cast<size_t>(j)] - ref), rel * ref + 1e-44) << where << " j " << j;
         }
-        for (size_t j = static_cast<size_t>(n); j < s.size(); ++j) EXPECT_EQ(s[j], in[j]) << where << " past " << j;
+        EXPECT_EQ(s[0], in[0]) << where << " before the row";
+        for (size_t j = static_cast<size_t>(n) + 1; j < s.size(); ++j) EXPECT_EQ(s[j], in[j]) << where << " past " << j;
       }
     }
   }

@@ -166,16 +166,17 @@ HWY_INLINE void Values(const float* p, int64_t group, int64_t ld_s, const T* v, 
 
 // Softmax of one head's scores in place, with an optional sink logit (no value row; -inf without one). Three
 // passes over the row: the lanes' maximum, e^(s - max) stored and summed in the lanes, the normalisation. The
-// partial vector at the end is masked (exp's lower bound gives 0 for the -inf of masked lanes).
+// elements past the last whole vector go through a vector-sized buffer padded with -inf (e^-inf is 0), never
+// touching memory past the row: Highway's masked loads and stores read and write the whole vector on SSE4.
 void Softmax(float* HWY_RESTRICT s, int64_t n, float sink) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t full = n / N * N;
-  const auto tail = hn::FirstN(df, static_cast<size_t>(n - full));
-  const auto neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
-  auto vmax = hn::Set(df, sink);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  HWY_ALIGN float tail[HWY_MAX_BYTES / sizeof(float)];
+  for (int64_t j = 0; j < N; ++j) tail[j] = full + j < n ? s[full + j] : neg_inf;
+  auto vmax = hn::Max(hn::Set(df, sink), hn::Load(df, tail));
   for (int64_t j = 0; j < full; j += N) vmax = hn::Max(vmax, hn::LoadU(df, s + j));
-  vmax = hn::Max(vmax, hn::IfThenElse(tail, hn::MaskedLoad(tail, df, s + full), neg_inf));
   const float mx = hn::GetLane(hn::MaxOfLanes(df, vmax));
   const auto vmx = hn::Set(df, mx);
   auto sum0 = hn::Zero(df), sum1 = hn::Zero(df);
@@ -192,14 +193,14 @@ void Softmax(float* HWY_RESTRICT s, int64_t n, float sink) {
     hn::StoreU(e, df, s + j);
     sum0 = hn::Add(sum0, e);
   }
-  const auto et = hn::IfThenElseZero(tail, hn::Exp(df, hn::Sub(hn::MaskedLoad(tail, df, s + full), vmx)));
-  hn::BlendedStore(et, tail, df, s + full);
+  const auto et = hn::Exp(df, hn::Sub(hn::Load(df, tail), vmx));
   sum1 = hn::Add(sum1, et);
   double sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(sum0, sum1)));
-  if (sink > -std::numeric_limits<float>::infinity()) sum += std::exp(static_cast<double>(sink) - mx);
+  if (sink > neg_inf) sum += std::exp(static_cast<double>(sink) - mx);
   const auto inv = hn::Set(df, static_cast<float>(1.0 / sum));
   for (j = 0; j < full; j += N) hn::StoreU(hn::Mul(hn::LoadU(df, s + j), inv), df, s + j);
-  hn::BlendedStore(hn::Mul(hn::MaskedLoad(tail, df, s + full), inv), tail, df, s + full);
+  hn::Store(hn::Mul(et, inv), df, tail);
+  for (j = full; j < n; ++j) s[j] = tail[j - full];
 }
 
 void ScoresF16(const float* q, int64_t group, int64_t n, const uint16_t* k, int64_t ld_kv, int64_t j0, int64_t j1,
