@@ -396,8 +396,9 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
       xq[i].quad_bias = quad_bias;
       kernels::quad_biases(xq[i], g.n_tok);
       quad_bias += cols / 4;
-    } else if (const int o = kernels::code_offset(g.products.front().w.type);
-               o != 0 && g.n_tok * (cols / 2) <= scratch.xc_.data() + scratch.xc_.size() - pair_sums) {
+    }
+    if (const int o = kernels::code_offset(g.products.front().w.type);
+        o != 0 && g.n_tok * (cols / 2) <= scratch.xc_.data() + scratch.xc_.size() - pair_sums) {
       // Where they fit (one token per group: a layer's experts at decode); without them the kernels spend sign
       // operations instead, with the same integer sums.
       xq[i].c = pair_sums;

@@ -167,7 +167,7 @@ HWY_INLINE void Values(const float* p, int64_t group, int64_t ld_s, const T* v, 
 // Softmax of one head's scores in place, with an optional sink logit (no value row; -inf without one). Three
 // passes over the row: the lanes' maximum, e^(s - max) stored and summed in the lanes, the normalisation. The
 // elements past the last whole vector go through a vector-sized buffer padded with -inf (e^-inf is 0), never
-// touching memory past the row: Highway's masked loads and stores read and write the whole vector on SSE4.
+// touching memory past the row: Highway's MaskedLoad is a whole, aligned vector load on SSE4, NEON and EMU128.
 void Softmax(float* HWY_RESTRICT s, int64_t n, float sink) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
