@@ -10,21 +10,24 @@ namespace moetier::model {
 
 namespace {
 
-// f(k0, k1) for the items [0, n), each `width` floats of work, split over the pool's threads when there are enough
-// of them to pay for waking the threads (~10 us: a prompt's rows), else on this thread (decode's few). For the
-// per-row steps around the products (the rows' copies, biases, GLU, weighting and sum), which on one thread left
-// the other waiting: 512-token prefill at -t 2, 3 alternated runs, gpt-oss-20b 80.8 -> 82.9 tok/s (its biases and
-// GLU with exponentials); Qwen3-30B-A3B 60 -> 65 in one.
+// f(k0, k1) for the items [0, n) in equal ranges over the pool's threads when there are at least min_items of
+// them (enough to pay for waking the threads, ~10 us), else on this thread.
 template <class F>
-void over_items(util::ThreadPool* pool, int64_t n, int64_t width, const F& f) {
-  constexpr int64_t kMinParallelValues = int64_t{64} << 10;
-  if (pool == nullptr || pool->size() == 1 || n * width < kMinParallelValues) {
+void over_items(util::ThreadPool* pool, int64_t n, int64_t min_items, const F& f) {
+  if (pool == nullptr || pool->size() == 1 || n < std::max<int64_t>(min_items, 2)) {
     f(int64_t{0}, n);
     return;
   }
   const int64_t k = pool->size();
   pool->run([&](int i) { f(n * i / k, n * (i + 1) / k); });
 }
+
+// The per-row steps around the products (the rows' copies, biases, GLU, weighting and sum) go over the threads
+// from this many floats of work (a prompt's rows; decode's few stay on one thread). On one thread they left the
+// other waiting: 512-token prefill at -t 2, 3 alternated runs, gpt-oss-20b 80.8 -> 82.9 tok/s (its biases and GLU
+// with exponentials); Qwen3-30B-A3B 60 -> 65 in one.
+constexpr int64_t kMinParallelValues = int64_t{64} << 10;
+int64_t min_rows(int64_t width) { return (kMinParallelValues + width - 1) / width; }
 
 }  // namespace
 
@@ -61,7 +64,7 @@ void MoeFfn::forward(int64_t layer, const RouterWeights& rw, moe::ExpertSource& 
   experts.fetch(layer, chosen(), *this);
 
   const auto slot_out = [&](int64_t ts) { return per_slot_.data() + pos_[static_cast<size_t>(ts)] * D; };
-  over_items(be.host_pool(), n_tok, K * D, [&](int64_t t0, int64_t t1) {
+  over_items(be.host_pool(), n_tok, min_rows(K * D), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* o = out + t * D;
       std::memcpy(o, slot_out(t * K), sizeof(float) * static_cast<size_t>(D));
@@ -77,7 +80,7 @@ template <class F>
 void MoeFfn::over_slots(std::span<const int32_t> experts, int64_t width, const F& f) {
   int64_t total = 0;
   for (const int32_t e : experts) total += count_[static_cast<size_t>(e)];
-  over_items(be_->host_pool(), total, width, [&](int64_t a, int64_t b) {
+  over_items(be_->host_pool(), total, min_rows(width), [&](int64_t a, int64_t b) {
     int64_t base = 0;
     for (size_t i = 0; i < experts.size() && base < b; ++i) {
       const auto e = static_cast<size_t>(experts[i]);
@@ -122,12 +125,7 @@ void MoeFfn::route_batch(int64_t layer, const RouterWeights& rw, float* lg, int6
         route(router_, l, probs_.data() + t * E, ids_.data() + t * K, weights_.data() + t * K);
       }
     };
-    const int64_t n_threads = pool != nullptr && n_tok >= kParallelRouteTokens ? pool->size() : 1;
-    if (n_threads == 1) {
-      route_tokens(0, n_tok);
-    } else {
-      pool->run([&](int i) { route_tokens(n_tok * i / n_threads, n_tok * (i + 1) / n_threads); });
-    }
+    over_items(pool, n_tok, kParallelRouteTokens, route_tokens);
     for (int64_t ts = 0; ts < n_tok * K; ++ts) ++count_[static_cast<size_t>(ids_[static_cast<size_t>(ts)])];
   }
   if (routing != nullptr) std::copy(ids_.begin(), ids_.begin() + n_tok * K, routing);
