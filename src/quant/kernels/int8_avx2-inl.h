@@ -1101,9 +1101,8 @@ HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, c
   // sums, so on AVX2 and AVX-512 without VNNI a row's result is the same bits here as in a product of several
   // tokens. With AVX512-VNNI several tokens take the token tiles (vnni512::Block32Lanes, one multiply-add per
   // block), so there, as for the K-quants, decode and prefill round differently. The nibble types' lone tokens take
-  // the token tiles; they keep one
-  // accumulator (Matvec/MXFP4/2048x768 at 2 threads was slower with two in 3 of 3 alternating runs, 19.6-21.3 ->
-  // 15.8-17.5 GB/s).
+  // the token tiles; they keep one accumulator (Matvec/MXFP4/2048x768 at 2 threads was slower with two in 3 of 3
+  // alternating runs, 19.6-21.3 -> 15.8-17.5 GB/s).
   constexpr size_t kChains = std::is_same_v<W, BlockQ8_0Weights> ? 2 : 1;
   __m256 acc[kChains][R];
   for (size_t c = 0; c < kChains; ++c)
