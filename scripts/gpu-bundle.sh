@@ -102,6 +102,11 @@ if ! ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1;
     [ -f "$f" ] && export VK_DRIVER_FILES=$f && break
   done
 fi
+# The driver's own libraries (libGLX_nvidia and what it loads) where the container image keeps them.
+for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+done
+command -v nvidia-smi >/dev/null && nvidia-smi -L
 echo "== machine: $(uname -r), $(ldd --version 2>&1 | head -1), $(nproc) CPUs, VK_DRIVER_FILES=${VK_DRIVER_FILES:-default}"
 # glibc older than the build machine's: run the programs through the bundled loader and C library.
 if ! "$build/moetier" --version >/dev/null 2>&1; then

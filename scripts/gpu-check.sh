@@ -15,7 +15,8 @@
 #      latency).
 #   env: SPLITS ("48 24" --n-cpu-moe values), TOKENS (32 decode tokens), PREFILL (512 prompt tokens), DEVICE (0),
 #        MODEL (build/bench/qwen3-30b-a3b-Q4_K_M.gguf), BUILD (build/gpu-check), SKIP_TESTS=1 (step 3 skipped),
-#        TIER_PAIRS (1; 0 skips step 5), PROFILE=0 (step 6 skipped), PREBUILT=1 (step 1 skipped: $BUILD already holds moetier and tests/test_gpu,
+#        TIER_PAIRS (1; 0 skips step 5), TEST_TIMEOUT (900 s for step 3), PROFILE=0 (step 6 skipped),
+#        PREBUILT=1 (step 1 skipped: $BUILD already holds moetier and tests/test_gpu,
 #        as scripts/gpu-bundle.sh brings them to a machine without glslc or the libraries)
 # A device without a Vulkan driver fails at step 2 with the loader's message: that is the evidence to report.
 set -euo pipefail
@@ -36,14 +37,14 @@ if [ "${PREBUILT:-0}" = 1 ]; then
   [ -x "$bin" ] && [ -x "$build/tests/test_gpu" ] || { echo "gpu-check: PREBUILT=1 but $bin or $build/tests/test_gpu is missing" >&2; exit 1; }
 else
   [ -f /usr/include/vulkan/vulkan_raii.hpp ] || { echo "gpu-check: libvulkan-dev is missing: run bash scripts/setup-deps.sh" >&2; exit 1; }
-  echo "== build (Release, Vulkan)"
+  echo "== build (Release, Vulkan) (at ${SECONDS} s)"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOETIER_VULKAN=ON >/dev/null
   cmake --build "$build" -j "$jobs" >/dev/null
 fi
 
-echo "== vulkaninfo --summary"
+echo "== vulkaninfo --summary (at ${SECONDS} s)"
 if command -v vulkaninfo >/dev/null; then vulkaninfo --summary 2>&1 || true; else echo "(vulkaninfo not installed: apt install vulkan-tools)"; fi
-echo "== moetier devices --bandwidth"
+echo "== moetier devices --bandwidth (at ${SECONDS} s)"
 devices_json=$("$bin" devices --bandwidth --json)
 jq -r '.[] | "device \(.index): \(.name) (\(.type), Vulkan \(.api_version)), \(.memory_bytes / 1048576 | floor) MiB, subgroup \(.subgroup_size), integer dot \(.int_dot), fp16 \(.fp16), transfer queue \(.transfer_queue), read \(if .read_gbs then (.read_gbs * 10 | round / 10) else "n/a" end) GB/s, empty submission round trip \(if .submit_us then (.submit_us * 10 | round / 10) else "n/a" end) us"' <<< "$devices_json"
 bw=$(jq -r ".[$device].read_gbs // empty | . * 10 | round / 10" <<< "$devices_json")
@@ -52,9 +53,9 @@ submit_us=$(jq -r ".[$device].submit_us // 0" <<< "$devices_json")
 [ -n "$bw" ] && [ -n "$mem" ] || { echo "gpu-check: device $device is missing or unusable (see the list above)" >&2; exit 1; }
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  echo "== GPU tests (tests/test_gpu: every case the oracle data present gives)"
+  echo "== GPU tests (tests/test_gpu: every case the oracle data present gives) (at ${SECONDS} s)"
   # A failure is reported, and the benchmark still runs: both are evidence. (One process: ~5 min on lavapipe.)
-  if timeout 900 "$build/tests/test_gpu" --gtest_brief=1 > "$build/gpu-tests.log" 2>&1; then
+  if timeout "${TEST_TIMEOUT:-900}" "$build/tests/test_gpu" --gtest_brief=1 > "$build/gpu-tests.log" 2>&1; then
     grep -E "^\[(==========|  PASSED  )\]" "$build/gpu-tests.log"
   else
     grep -E "^\[(==========|  PASSED  |  FAILED  )\]|Failure|error" "$build/gpu-tests.log" | head -40
@@ -63,7 +64,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   echo "validation layer messages: $(grep -c '^vulkan validation' "$build/gpu-tests.log") ($(grep -c '^vulkan validation error' "$build/gpu-tests.log") errors)"
 fi
 
-echo "== $model (synthetic Qwen3-30B-A3B Q4_K_M unless MODEL is set)"
+echo "== $model (synthetic Qwen3-30B-A3B Q4_K_M unless MODEL is set) (at ${SECONDS} s)"
 mkdir -p "$(dirname "$model")"
 [ -f "$model" ] || "$bin" synth --preset qwen3-30b-a3b --type Q4_K_M -o "$model" >/dev/null
 read_bytes=$("$bin" inspect --json "$model" | jq -r '.decode_read_per_token.bytes // empty')
@@ -114,14 +115,14 @@ done
 
 if [ "${TIER_PAIRS:-1}" != 0 ]; then
   echo
-  echo "== the VRAM expert tier against static placement (bench/gpu_tier_bench.sh, issue 23)"
+  echo "== the VRAM expert tier against static placement (bench/gpu_tier_bench.sh, issue 23) (at ${SECONDS} s)"
   BIN=$bin PAIRS=${TIER_PAIRS:-1} DEVICE=$device OUT=$out/tier bash bench/gpu_tier_bench.sh "$model" ||
     echo "(the tier benchmark failed: see $out/tier)"
 fi
 
 if [ "${PROFILE:-1}" != 0 ] && [ "$model_bytes" -lt "$mem" ]; then
   echo
-  echo "== where the time goes at -ngl 99 (MOETIER_GPU_PROFILE=1; gpu/vulkan/step_profile.h)"
+  echo "== where the time goes at -ngl 99 (MOETIER_GPU_PROFILE=1; gpu/vulkan/step_profile.h) (at ${SECONDS} s)"
   python3 -c 'import json; print(json.dumps(list(range(100, 116))))' > "$out/prompt16.json"
   for what in "decode: a 16-token prompt, then 64 tokens|$out/prompt16.json|64|0" \
               "prefill: $prefill tokens, then 1|$out/prompt.json|1|0" \
