@@ -90,11 +90,11 @@ class GpuBackend : public compute::Backend {
     const uint8_t* src = nullptr;
     uint64_t bytes = 0;
   };
-  // Copies the writes through the upload staging buffer on the transfer queue (as many per submission as it
-  // holds). wait: returns when they have landed; else when the last submission's copies are on their way (the
-  // step's next submission waits for them on the device; the next write_slots() for them on the host, before it
-  // reuses the staging buffer). Call between submissions of the step: a product already recorded but not yet
-  // submitted would read the new bytes. Throws moetier::Error for a destination outside the slots.
+  // Copies the writes on the transfer queue through a ring of staging pieces (the CPU fills one while the copy
+  // engine drains the others). wait: returns when they have landed; else when they are all submitted (the step's
+  // next submission waits for them on the device). Call between submissions of the step: a product already
+  // recorded but not yet submitted would read the new bytes. Throws moetier::Error for a destination outside the
+  // slots.
   virtual void write_slots(std::span<const SlotWrite> writes, bool wait = true) = 0;
   virtual const DeviceInfo& device() const = 0;
   // The device's read bandwidth in GB/s (10^9 bytes per second): a kernel that reads a device-local buffer of

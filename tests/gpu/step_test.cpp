@@ -19,6 +19,7 @@
 
 #include "gpu/gpu_test_support.h"
 #include "gpu/step.h"
+#include "gpu/vulkan/upload_ring.h"
 #include "model/glu.h"
 #include "model/rmsnorm.h"
 #include "model/rope.h"
@@ -923,6 +924,61 @@ TEST(GpuStepProduct, SlotWeightsGiveTheBitsOfPlacedOnes) {
   std::vector<uint8_t> junk(slot_bytes + 16);
   const GpuBackend::SlotWrite outside[] = {{base + slot_bytes - 16, junk.data(), 32}};
   EXPECT_THROW(be->write_slots(outside), Error);
+  EXPECT_EQ(be->validation_errors(), 0u);
+}
+
+// Slot writes of many megabytes pass through the upload ring's staging pieces (gpu/vulkan/upload_ring.h): one call
+// of more bytes than the whole ring holds, pieces reused while earlier ones may still be copying, then a call not
+// waited for (wait = false) whose copies the step's next submission must wait for on the device. Every slot must
+// then give the bits of the same expert's rows placed whole (themselves uploaded through the ring, not waited for).
+TEST(GpuStepProduct, SlotWritesLargerThanTheStagingRingLandWhole) {
+  constexpr int64_t kExperts = 4, kRows = 1024, kCols = 4096, kSlots = 5;
+  const Matrix ups = random_matrix(GgmlType::Q8_0, kExperts * kRows, kCols, 81);
+  const uint64_t expert_bytes = kRows * ups.view.row_bytes;  // 4.25 MiB
+  const uint64_t slot_bytes = (2 * expert_bytes + 255) / 256 * 256;  // two experts' rows a slot: 8.5 MiB
+  ASSERT_GT(kSlots * slot_bytes, gpu::vk_impl::UploadRing::kPieces * gpu::vk_impl::UploadRing::kPieceBytes);
+  auto be = testing::validated_backend(kCols, kExperts * kRows, 1);
+  be->place(ups.view);
+  const GgmlType types[] = {GgmlType::Q8_0};
+  const uint8_t* base = be->reserve_slots(slot_bytes, kSlots, types);
+  const auto rows_of = [&](int64_t e) { return ups.view.row(e * kRows); };
+  const auto view = [&](const uint8_t* data) {
+    quant::WeightView v = ups.view;
+    v.data = data;
+    v.rows = kRows;
+    return v;
+  };
+  // Slot s holds experts (s, s + 1) mod kExperts, then (s + 2, s + 3) mod kExperts: all in one call each time.
+  const auto fill = [&](int64_t shift, bool wait) {
+    std::vector<GpuBackend::SlotWrite> w;
+    for (int64_t s = 0; s < kSlots; ++s) {
+      for (int64_t half = 0; half < 2; ++half) {
+        w.push_back({base + s * slot_bytes + half * expert_bytes, rows_of((s + half + shift) % kExperts),
+                     expert_bytes});
+      }
+    }
+    be->write_slots(w, wait);
+  };
+  DeviceStep& st = be->step();
+  const DevArray x = st.alloc(kCols), y_slot = st.alloc(kRows), y_placed = st.alloc(kRows);
+  st.finish_setup();
+  const auto xs = normal(kCols, 82);
+  for (const auto& [shift, wait] : {std::pair<int64_t, bool>{0, true}, std::pair<int64_t, bool>{2, false}}) {
+    fill(shift, wait);
+    for (int64_t s = 0; s < kSlots; ++s) {
+      for (int64_t half = 0; half < 2; ++half) {
+        std::vector<float> got_slot(kRows, NAN), got_placed(kRows, NAN);
+        st.upload(xs.data(), x);
+        st.product(view(base + s * slot_bytes + half * expert_bytes), x, y_slot, 1);
+        st.product(view(rows_of((s + half + shift) % kExperts)), x, y_placed, 1);
+        st.download(y_slot, got_slot.data());
+        st.download(y_placed, got_placed.data());
+        st.submit();
+        EXPECT_EQ(0, std::memcmp(got_slot.data(), got_placed.data(), kRows * sizeof(float)))
+            << "slot " << s << " half " << half << " shift " << shift << (wait ? " (waited)" : " (not waited)");
+      }
+    }
+  }
   EXPECT_EQ(be->validation_errors(), 0u);
 }
 

@@ -16,7 +16,6 @@ namespace moetier::gpu::vk_impl {
 
 namespace {
 
-constexpr uint64_t kUploadStageBytes = uint64_t{16} << 20;  // one upload slice; a model's weights pass in slices
 constexpr uint32_t kSetsPerPool = 256;
 // The io buffers hold at most this many floats each (1 GiB): a longer call runs as several submissions.
 constexpr size_t kMaxIoFloats = size_t{1} << 28;
@@ -61,8 +60,7 @@ VulkanBackend::VulkanBackend(const GpuOptions& o)
     transfer_pool_ = vk::raii::CommandPool(
         device_.get(),
         vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer, device_.transfer_family()));
-    transfer_cmd_ = std::move(vk::raii::CommandBuffers(
-        device_.get(), vk::CommandBufferAllocateInfo(*transfer_pool_, vk::CommandBufferLevel::ePrimary, 1))[0]);
+    uploads_ = std::make_unique<UploadRing>(device_, transfer_pool_, transfer_done_);
   } catch (const vk::SystemError& e) {
     fail("Vulkan: cannot set up the GPU backend on {} ({})", device_.info().name, e.what());
   }
@@ -71,10 +69,6 @@ VulkanBackend::VulkanBackend(const GpuOptions& o)
 }
 
 VulkanBackend::~VulkanBackend() {
-  try {
-    finish_transfers();  // the staging buffer and the command buffer must outlive their copies
-  } catch (...) {        // a lost device: nothing left to wait for
-  }
   step_.reset();
   for (const auto& [addr, size] : reservations_) munmap(addr, size);
 }
@@ -146,19 +140,6 @@ const uint8_t* VulkanBackend::reserve_slots(uint64_t slot_bytes, int64_t n_slots
 }
 
 void VulkanBackend::write_slots(std::span<const SlotWrite> writes, bool wait) {
-  finish_transfers();
-  if (upload_stage_.bytes() == 0) upload_stage_ = Buffer(device_, kUploadStageBytes, BufferKind::staging, "uploads");
-  uint64_t used = 0;  // staging bytes of the submission being recorded
-  bool open = false;
-  // Every submission but the last is waited for: the next one reuses the staging buffer.
-  const auto submit = [&](bool last) {
-    if (!open) return;
-    transfer_cmd_.end();
-    const uint64_t v = submit_and_wait(device_.transfer_queue(), transfer_cmd_, transfer_done_, wait || !last);
-    if (last && !wait) transfer_in_flight_ = v;
-    open = false;
-    used = 0;
-  };
   try {
     for (const SlotWrite& w : writes) {
       auto it = placed_.upper_bound(w.dst);
@@ -173,47 +154,30 @@ void VulkanBackend::write_slots(std::span<const SlotWrite> writes, bool wait) {
       for (const Chunk& c : pl->chunks) {
         if (slot >= c.row0 && slot < c.row0 + c.rows) chunk = &c;
       }
-      const uint64_t at = off - static_cast<uint64_t>(chunk->row0) * pl->row_bytes;
-      for (uint64_t done = 0; done < w.bytes;) {
-        if (used == kUploadStageBytes) submit(false);
-        const uint64_t n = std::min(kUploadStageBytes - used, w.bytes - done);
-        std::memcpy(upload_stage_.mapped() + used, w.src + done, n);
-        if (!open) {
-          transfer_cmd_.reset();
-          transfer_cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
-          open = true;
-        }
-        // Whole words, as in upload(): a slot ends on a multiple of 256 bytes, so the padding stays in the slot.
-        transfer_cmd_.copyBuffer(*upload_stage_.get(), *chunk->buffer.get(),
-                                 vk::BufferCopy(used, at + done, (n + 3) & ~uint64_t{3}));
-        used = std::min(kUploadStageBytes, (used + n + 15) & ~uint64_t{15});
-        done += n;
-      }
+      // Rounded up to whole words (UploadRing::copy): a slot ends on a multiple of 256 bytes, so the padding stays
+      // in the slot.
+      uploads_->copy(w.src, w.bytes, *chunk->buffer.get(), off - static_cast<uint64_t>(chunk->row0) * pl->row_bytes);
     }
-    submit(true);
+    if (wait) {
+      uploads_->wait_all();
+    } else {
+      uploads_->submit();
+    }
   } catch (const vk::SystemError& e) {
     fail("Vulkan: copying experts into their GPU slots failed on {} ({})", device_.info().name, e.what());
   }
 }
 
 void VulkanBackend::upload(const uint8_t* src, uint64_t bytes, const Buffer& dst) {
-  finish_transfers();
-  if (upload_stage_.bytes() == 0) upload_stage_ = Buffer(device_, kUploadStageBytes, BufferKind::staging, "uploads");
-  for (uint64_t off = 0; off < bytes; off += kUploadStageBytes) {
-    const uint64_t n = std::min(kUploadStageBytes, bytes - off);
-    std::memcpy(upload_stage_.mapped(), src + off, n);
-    transfer_cmd_.reset();
-    transfer_cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
-    // Buffer sizes are rounded up to 4 bytes (shaders read whole words): the last slice copies up to 3 bytes past
-    // the weights' end from the staging buffer into that padding.
-    transfer_cmd_.copyBuffer(*upload_stage_.get(), *dst.get(), vk::BufferCopy(0, off, (n + 3) & ~uint64_t{3}));
-    transfer_cmd_.end();
-    submit_and_wait(device_.transfer_queue(), transfer_cmd_, transfer_done_);
-  }
+  // Buffer sizes are rounded up to 4 bytes (shaders read whole words): the copy's last word may take up to 3
+  // staging bytes past the weights' end into that padding. Not waited for: the next weights are staged while these
+  // cross, and every compute submission (flush(), the step's) waits on the device for the transfer queue.
+  uploads_->copy(src, bytes, *dst.get(), 0);
+  uploads_->submit();
 }
 
 uint64_t VulkanBackend::submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb,
-                                        Timeline& done, bool wait) {
+                                        Timeline& done) {
   const uint64_t signal = done.next();
   const vk::Semaphore sem = *done.semaphore();
   vk::TimelineSemaphoreSubmitInfo ti({}, signal);
@@ -221,15 +185,8 @@ uint64_t VulkanBackend::submit_and_wait(const vk::raii::Queue& queue, const vk::
   vk::SubmitInfo si({}, {}, cmd, sem);
   si.pNext = &ti;
   queue.submit(si);
-  if (wait) done.wait(signal);
+  done.wait(signal);
   return signal;
-}
-
-void VulkanBackend::finish_transfers() {
-  if (transfer_in_flight_ == 0) return;
-  const uint64_t v = transfer_in_flight_;
-  transfer_in_flight_ = 0;
-  transfer_done_.wait(v);
 }
 
 void VulkanBackend::bind_chunk(Chunk& c) {

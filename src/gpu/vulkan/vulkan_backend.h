@@ -17,6 +17,7 @@
 #include "gpu/vulkan/buffer.h"
 #include "gpu/vulkan/context.h"
 #include "gpu/vulkan/pipelines.h"
+#include "gpu/vulkan/upload_ring.h"
 
 namespace moetier::gpu::vk_impl {
 
@@ -125,12 +126,8 @@ class VulkanBackend final : public GpuBackend {
   void flush();
   void upload(const uint8_t* src, uint64_t bytes, const Buffer& dst);
   void bind_chunk(Chunk& c);
-  // Submits cb (waiting on nothing), signals the next value of `done` and waits for it unless !wait; returns the
-  // value.
-  uint64_t submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb, Timeline& done,
-                           bool wait = true);
-  // Waits for an unwaited write_slots() (before the transfer command buffer or the upload staging is reused).
-  void finish_transfers();
+  // Submits cb (waiting on nothing), signals the next value of `done` and waits for it; returns the value.
+  uint64_t submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb, Timeline& done);
   // A descriptor set of the kernels' layout binding b0, b1, b2 (a product's W, X, Y).
   vk::raii::DescriptorSet make_set(const Buffer& b0, const Buffer& b1, const Buffer& b2);
 
@@ -143,14 +140,12 @@ class VulkanBackend final : public GpuBackend {
   size_t x_cap_ = 0;  // floats of x_dev_ / x_stage_
   size_t y_cap_ = 0;  // floats of y_dev_ / y_stage_
   Buffer x_dev_, y_dev_, x_stage_, y_stage_;
-  Buffer upload_stage_;  // host-visible bytes the placed weights pass through
   vk::raii::CommandPool compute_pool_{nullptr};
   vk::raii::CommandBuffer compute_cmd_{nullptr};
   vk::raii::CommandPool transfer_pool_{nullptr};
-  vk::raii::CommandBuffer transfer_cmd_{nullptr};
   Timeline compute_done_;
   Timeline transfer_done_;
-  uint64_t transfer_in_flight_ = 0;  // the transfer value an unwaited write_slots() signals; 0: none
+  std::unique_ptr<UploadRing> uploads_;  // the placed weights' and the slots' copies (uses transfer_done_)
   std::vector<vk::raii::DescriptorPool> descriptor_pools_;
   uint32_t sets_left_ = 0;  // in descriptor_pools_.back()
   std::map<const uint8_t*, Placed> placed_;

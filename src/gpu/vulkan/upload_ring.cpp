@@ -1,0 +1,67 @@
+#include "gpu/vulkan/upload_ring.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace moetier::gpu::vk_impl {
+
+UploadRing::UploadRing(const Device& device, const vk::raii::CommandPool& pool, Timeline& done)
+    : device_(device), done_(done) {
+  vk::raii::CommandBuffers cmds(device.get(),
+                                vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, kPieces));
+  for (int i = 0; i < kPieces; ++i) pieces_[static_cast<size_t>(i)].cmd = std::move(cmds[static_cast<size_t>(i)]);
+}
+
+UploadRing::~UploadRing() {
+  try {
+    if (last_ != 0) done_.wait(last_);  // the staging memory and the command buffers must outlive their copies
+  } catch (...) {  // a lost device: nothing left to wait for
+  }
+}
+
+void UploadRing::copy(const uint8_t* src, uint64_t bytes, const vk::Buffer& dst, uint64_t dst_offset) {
+  if (stage_.bytes() == 0) stage_ = Buffer(device_, kPieces * kPieceBytes, BufferKind::staging, "uploads");
+  for (uint64_t done = 0; done < bytes;) {
+    if (used_ == kPieceBytes) submit();
+    Piece& p = pieces_[static_cast<size_t>(current_)];
+    if (!open_) {
+      if (p.signal != 0) done_.wait(p.signal);  // its last copies have read the staging bytes about to be reused
+      p.cmd.reset();
+      p.cmd.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+      open_ = true;
+    }
+    const uint64_t n = std::min(kPieceBytes - used_, bytes - done);
+    const uint64_t at = static_cast<uint64_t>(current_) * kPieceBytes + used_;
+    std::memcpy(stage_.mapped() + at, src + done, n);
+    // Whole words; used_ stays a multiple of 16, so the rounded copy stays inside the piece.
+    p.cmd.copyBuffer(*stage_.get(), dst, vk::BufferCopy(at, dst_offset + done, (n + 3) & ~uint64_t{3}));
+    used_ = std::min(kPieceBytes, (used_ + n + 15) & ~uint64_t{15});
+    done += n;
+  }
+}
+
+uint64_t UploadRing::submit() {
+  if (!open_) return last_;
+  Piece& p = pieces_[static_cast<size_t>(current_)];
+  p.cmd.end();
+  const uint64_t signal = done_.next();
+  const vk::Semaphore sem = *done_.semaphore();
+  vk::TimelineSemaphoreSubmitInfo ti({}, signal);
+  const vk::CommandBuffer cmd = *p.cmd;
+  vk::SubmitInfo si({}, {}, cmd, sem);
+  si.pNext = &ti;
+  device_.transfer_queue().submit(si);
+  p.signal = signal;
+  last_ = signal;
+  open_ = false;
+  used_ = 0;
+  current_ = (current_ + 1) % kPieces;
+  return last_;
+}
+
+void UploadRing::wait_all() {
+  submit();
+  if (last_ != 0) done_.wait(last_);
+}
+
+}  // namespace moetier::gpu::vk_impl
