@@ -69,6 +69,10 @@ VulkanBackend::VulkanBackend(const GpuOptions& o)
 }
 
 VulkanBackend::~VulkanBackend() {
+  try {
+    uploads_->wait_all();  // the weight and slot buffers (placed_, destroyed before uploads_) outlive their copies
+  } catch (...) {          // a lost device: nothing left to wait for
+  }
   step_.reset();
   for (const auto& [addr, size] : reservations_) munmap(addr, size);
 }
