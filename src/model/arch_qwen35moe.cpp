@@ -223,7 +223,7 @@ class Qwen35MoeModel final : public DecoderModel {
       attention_ = Attention(ac, B, info().n_ctx, opts_.threads);
     }
     if (n_rec > 0) {
-      delta_ = DeltaNet(qp_.dn, B);
+      delta_ = DeltaNet(qp_.dn, B, opts_.threads);
       for (int q = 0; q < opts.n_seq; ++q)
         state_.emplace_back(n_rec, qp_.dn.conv_state_elems(), qp_.dn.ssm_state_elems());
     }

@@ -73,7 +73,8 @@ struct DeltaHead {
   int64_t out_stride = 0;
 };
 
-// Working memory of delta_rule_chunked for chunks of up to `chunk` tokens (allocated once).
+// Working memory of delta_rule_chunked for chunks of up to `chunk` tokens (allocated once). For a chunk of c
+// tokens the matrices below hold c rows (or columns) of the given width, packed.
 class DeltaChunkScratch {
  public:
   DeltaChunkScratch() = default;
@@ -85,11 +86,15 @@ class DeltaChunkScratch {
                                  DeltaChunkScratch& s);
   int64_t chunk_ = 0;
   std::vector<float> cum_;    // [chunk]: G_r, the log-decay summed over the chunk's tokens 0..r
-  std::vector<float> lower_;  // [chunk, chunk]: L_rs = (beta_r k_r . k_s) e^(G_r - G_s), s < r
-  std::vector<float> qk_;     // [chunk, chunk]: (q_r . k_s) e^(G_r - G_s), s <= r
-  std::vector<float> u_;      // [chunk, d_v]: (I + L)^-1 (beta v), then the new values v - W S
-  std::vector<float> w_;      // [chunk, d_k]: (I + L)^-1 (beta e^G k)
+  std::vector<float> kt_;     // [d_k, chunk]: the chunk's keys, transposed
+  std::vector<float> lower_;  // [chunk, chunk]: L_rs = (beta_r k_r . k_s) e^(G_r - G_s) for s < r, else 0
+  std::vector<float> qk_;     // [chunk, chunk]: (q_r . k_s) e^(G_r - G_s) for s <= r, else 0
+  std::vector<float> uw_;     // [chunk, d_v + d_k]: row r = [(I + L)^-1 (beta v) | (I + L)^-1 (beta e^G k)]; the
+                              // first d_v then become the new values V' = U - W S^T
+  std::vector<float> st_;     // [d_k, d_v]: the state the chunk starts from, transposed
+  std::vector<float> ut_;     // [d_v, chunk]: V', transposed
   std::vector<float> kd_;     // [chunk, d_k]: k_r e^(G_last - G_r), the keys as the chunk's end sees them
+  std::vector<float> sum_;    // [max(chunk * d_v, d_v + d_k, d_v * d_k)]: one weighted sum of rows at a time
 };
 
 // The recurrence, token by token, on one value head's state [d_v, d_k] (row i holds S's row i: d_k floats).
@@ -99,7 +104,9 @@ void delta_rule_recurrent(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_
 //   L = strictly lower (beta_r k_r . k_s) e^(G_r - G_s),  U = (I + L)^-1 (beta v),  W = (I + L)^-1 (beta e^G k)
 //   V' = U - W S^T,  o_r = e^(G_r) S q_r + sum_{s <= r} (q_r . k_s) e^(G_r - G_s) V'_s
 //   S <- e^(G_last) S + sum_r V'_r (e^(G_last - G_r) k_r)^T
-// (I + L)^-1 applied by forward substitution (L is strictly lower triangular).
+// (I + L)^-1 applied by forward substitution (L is strictly lower triangular). Every product is a weighted sum of
+// rows in vector lanes (quant/kernels/vec_kernels.h attn_values_f32: attention's value sums), so the chunk's
+// matrices are transposed where a sum needs its weights along a row.
 void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t d_v, float* state,
                         DeltaChunkScratch& s);
 
@@ -109,7 +116,8 @@ class DeltaNet {
   static constexpr int64_t kChunk = 64;  // tokens per chunk of a prompt (the reference's chunk size)
 
   DeltaNet() = default;
-  DeltaNet(const DeltaNetConfig& cfg, int64_t max_tok);
+  // threads: the threads forward() runs heads on (the model's pool, its caller included; 1 without one).
+  DeltaNet(const DeltaNetConfig& cfg, int64_t max_tok, int threads);
 
   // out[n_tok, n_embd] = the layer on the normalised input x[n_tok, n_embd] (1 <= n_tok <= max_tok), continuing
   // the sequence whose convolution window conv_state [K - 1, conv_dim] and delta-rule state ssm_state
@@ -127,7 +135,7 @@ class DeltaNet {
   std::vector<float> beta_;  // [max_tok, n_v_heads]: projection, then sigmoid in place
   std::vector<float> g_;     // [max_tok, n_v_heads]: alpha projection, then the log-decay in place
   std::vector<float> o_;     // [max_tok, value_dim]: the heads' outputs, then gated and normalised
-  std::vector<DeltaChunkScratch> scratch_;  // [n_v_heads]: one per head, so heads run on threads side by side
+  std::vector<DeltaChunkScratch> scratch_;  // [threads]: one per thread, reused head after head (~320 KiB each)
 };
 
 }  // namespace moetier::model
