@@ -106,7 +106,9 @@ void delta_rule_recurrent(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_
 //   S <- e^(G_last) S + sum_r V'_r (e^(G_last - G_r) k_r)^T
 // (I + L)^-1 applied by forward substitution (L is strictly lower triangular). Every product is a weighted sum of
 // rows in vector lanes (quant/kernels/vec_kernels.h attn_values_f32: attention's value sums), so the chunk's
-// matrices are transposed where a sum needs its weights along a row.
+// matrices are transposed where a sum needs its weights along a row. Decay factors below e^-64 are taken as 0
+// (and W's rows they scale): below float precision against a chunk's undecayed terms, and subnormal floats cost
+// microcode assists (delta_net.cpp, chunk_decay).
 void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t d_v, float* state,
                         DeltaChunkScratch& s);
 
