@@ -108,13 +108,14 @@ for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
 done
 command -v nvidia-smi >/dev/null && nvidia-smi -L
 echo "== machine: $(uname -r), $(ldd --version 2>&1 | head -1), $(nproc) CPUs, VK_DRIVER_FILES=${VK_DRIVER_FILES:-default}"
-# glibc older than the build machine's: run the programs through the bundled loader and C library.
+# glibc older than the build machine's: run the programs through the bundled loader and C library (its
+# --library-path replaces LD_LIBRARY_PATH, so it takes the whole of it: the bundle's and the driver's folders).
 if ! "$build/moetier" --version >/dev/null 2>&1; then
   "$build/moetier" --version 2>&1 | head -3
   echo "== running through the bundled glibc"
   for exe in "$build/moetier" "$build/tests/test_gpu" "$u/bin/jq" "$u/bin/vulkaninfo"; do
     mv "$exe" "$exe.real"
-    printf '#!/bin/sh\nexec %s --library-path %s %s "$@"\n' "$u/rt/ld-linux-x86-64.so.2" "$u/rt:$u/lib:$u/glvnd/usr/lib/x86_64-linux-gnu" \
+    printf '#!/bin/sh\nexec %s --library-path %s %s "$@"\n' "$u/rt/ld-linux-x86-64.so.2" "$u/rt:$LD_LIBRARY_PATH" \
       "$(readlink -f "$exe.real")" > "$exe"
     chmod +x "$exe"
   done

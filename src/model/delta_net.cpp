@@ -99,7 +99,12 @@ void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t 
     const auto beta = [&](int64_t r) { return h.beta[(t0 + r) * h.gb_stride]; };
     const auto out = [&](int64_t r) { return h.out + (t0 + r) * h.out_stride; };
     float acc = 0.0f;
-    for (int64_t r = 0; r < c; ++r) G[r] = acc += h.g[(t0 + r) * h.gb_stride];
+    bool decaying = true;  // G never rises (every g <= 0: ssm_a < 0, as -exp(A_log) is)
+    for (int64_t r = 0; r < c; ++r) {
+      const float g = h.g[(t0 + r) * h.gb_stride];
+      decaying = decaying && g <= 0.0f;
+      G[r] = acc += g;
+    }
     // The query-key scores and the key-key interactions inside the chunk, [c, c] each, as sums over the keys'
     // transposed rows; then decayed from s to r and masked to the lower triangle.
     for (int64_t r = 0; r < c; ++r) {
@@ -120,11 +125,13 @@ void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t 
       float* u = UW + r * uw;
       float* w = u + d_v;
       const float b = beta(r), eg = chunk_decay(G[r]);
-      attn_values_f32(L + r * c, 1, c, UW, uw, 0, r, uw, T);
+      // W's row r is e^(G_r) times a combination of keys (L = e^G L' e^-G for L' undecayed): with e^(G_r) flushed
+      // the whole row is, or its sum of products of two kept decays would make subnormals. Its share in a later
+      // row t carries e^(G_t), as small or smaller only while G never rises.
+      const bool w_flushed = decaying && eg == 0.0f;
+      attn_values_f32(L + r * c, 1, c, UW, uw, 0, r, w_flushed ? d_v : uw, T);
       for (int64_t i = 0; i < d_v; ++i) u[i] = b * v(r)[i] - T[i];
-      // W's row r is e^(G_r) times a combination of keys (L = e^G L' e^-G for L' undecayed): with e^(G_r) flushed,
-      // the whole row is, or its sum of products of two kept decays would make subnormals.
-      for (int64_t j = 0; j < d_k; ++j) w[j] = eg == 0.0f ? 0.0f : b * eg * k(r)[j] - T[d_v + j];
+      for (int64_t j = 0; j < d_k; ++j) w[j] = w_flushed ? 0.0f : b * eg * k(r)[j] - T[d_v + j];
     }
     // Against the state the chunk starts from (transposed: its rows indexed by the key dimension): the new values
     // V' = U - W S^T, and the outputs' part e^(G_r) S q_r.

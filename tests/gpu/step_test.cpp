@@ -928,14 +928,19 @@ TEST(GpuStepProduct, SlotWeightsGiveTheBitsOfPlacedOnes) {
 }
 
 // Slot writes of many megabytes pass through the upload ring's staging pieces (gpu/vulkan/upload_ring.h): one call
-// of more bytes than the whole ring holds, pieces reused while earlier ones may still be copying, then a call not
-// waited for (wait = false) whose copies the step's next submission must wait for on the device. Every slot must
-// then give the bits of the same expert's rows placed whole (themselves uploaded through the ring, not waited for).
+// of more bytes than the whole ring holds, pieces reused while earlier ones may still be copying (without the wait
+// before a piece's reuse this fails), then a call not waited for (wait = false), whose copies the very next step
+// submission reads: every slot's products, the last-written slot first. (Where the device has a transfer queue of
+// its own, that submission's wait on the device orders them; lavapipe has one queue, which orders them anyway.)
+// Each write is 2 bytes past a word (rows of 4386 bytes, an odd count of them), so every copy rounds up into the
+// slot's padding. Every slot must give the bits of the same rows placed whole (themselves uploaded through the ring,
+// not waited for).
 TEST(GpuStepProduct, SlotWritesLargerThanTheStagingRingLandWhole) {
-  constexpr int64_t kExperts = 4, kRows = 1024, kCols = 4096, kSlots = 5;
+  constexpr int64_t kExperts = 4, kRows = 1023, kCols = 4128, kSlots = 5, kParts = 2 * kSlots;
   const Matrix ups = random_matrix(GgmlType::Q8_0, kExperts * kRows, kCols, 81);
-  const uint64_t expert_bytes = kRows * ups.view.row_bytes;  // 4.25 MiB
-  const uint64_t slot_bytes = (2 * expert_bytes + 255) / 256 * 256;  // two experts' rows a slot: 8.5 MiB
+  const uint64_t expert_bytes = kRows * ups.view.row_bytes;  // ~4.3 MiB, 2 more than a multiple of 4
+  ASSERT_EQ(expert_bytes % 4, 2u);
+  const uint64_t half_bytes = (expert_bytes + 255) / 256 * 256, slot_bytes = 2 * half_bytes;  // two experts a slot
   ASSERT_GT(kSlots * slot_bytes, gpu::vk_impl::UploadRing::kPieces * gpu::vk_impl::UploadRing::kPieceBytes);
   auto be = testing::validated_backend(kCols, kExperts * kRows, 1);
   be->place(ups.view);
@@ -948,37 +953,58 @@ TEST(GpuStepProduct, SlotWritesLargerThanTheStagingRingLandWhole) {
     v.rows = kRows;
     return v;
   };
-  // Slot s holds experts (s, s + 1) mod kExperts, then (s + 2, s + 3) mod kExperts: all in one call each time.
+  // Part p (slot p / 2, half p % 2) holds expert (p + shift) mod kExperts; each fill is one call.
+  const auto part = [&](int64_t p) { return base + (p / 2) * slot_bytes + (p % 2) * half_bytes; };
   const auto fill = [&](int64_t shift, bool wait) {
     std::vector<GpuBackend::SlotWrite> w;
-    for (int64_t s = 0; s < kSlots; ++s) {
-      for (int64_t half = 0; half < 2; ++half) {
-        w.push_back({base + s * slot_bytes + half * expert_bytes, rows_of((s + half + shift) % kExperts),
-                     expert_bytes});
-      }
-    }
+    for (int64_t p = 0; p < kParts; ++p) w.push_back({part(p), rows_of((p + shift) % kExperts), expert_bytes});
     be->write_slots(w, wait);
   };
   DeviceStep& st = be->step();
-  const DevArray x = st.alloc(kCols), y_slot = st.alloc(kRows), y_placed = st.alloc(kRows);
+  const DevArray x = st.alloc(kCols);
+  std::vector<DevArray> y_slot, y_placed;
+  for (int64_t p = 0; p < kParts; ++p) {
+    y_slot.push_back(st.alloc(kRows));
+    y_placed.push_back(st.alloc(kRows));
+  }
   st.finish_setup();
   const auto xs = normal(kCols, 82);
-  for (const auto& [shift, wait] : {std::pair<int64_t, bool>{0, true}, std::pair<int64_t, bool>{2, false}}) {
+  for (const auto& [shift, wait] : {std::pair<int64_t, bool>{0, true}, std::pair<int64_t, bool>{3, false}}) {
     fill(shift, wait);
-    for (int64_t s = 0; s < kSlots; ++s) {
-      for (int64_t half = 0; half < 2; ++half) {
-        std::vector<float> got_slot(kRows, NAN), got_placed(kRows, NAN);
-        st.upload(xs.data(), x);
-        st.product(view(base + s * slot_bytes + half * expert_bytes), x, y_slot, 1);
-        st.product(view(rows_of((s + half + shift) % kExperts)), x, y_placed, 1);
-        st.download(y_slot, got_slot.data());
-        st.download(y_placed, got_placed.data());
-        st.submit();
-        EXPECT_EQ(0, std::memcmp(got_slot.data(), got_placed.data(), kRows * sizeof(float)))
-            << "slot " << s << " half " << half << " shift " << shift << (wait ? " (waited)" : " (not waited)");
-      }
+    std::vector<std::vector<float>> got_slot(kParts), got_placed(kParts);
+    st.upload(xs.data(), x);
+    for (int64_t p = kParts - 1; p >= 0; --p) {  // the last-written first: its copies are the latest to land
+      const auto i = static_cast<size_t>(p);
+      got_slot[i].assign(kRows, NAN);
+      got_placed[i].assign(kRows, NAN);
+      st.product(view(part(p)), x, y_slot[i], 1);
+      st.product(view(rows_of((p + shift) % kExperts)), x, y_placed[i], 1);
+      st.download(y_slot[i], got_slot[i].data());
+      st.download(y_placed[i], got_placed[i].data());
+    }
+    st.submit();
+    for (int64_t p = 0; p < kParts; ++p) {
+      const auto i = static_cast<size_t>(p);
+      EXPECT_EQ(0, std::memcmp(got_slot[i].data(), got_placed[i].data(), kRows * sizeof(float)))
+          << "slot " << p / 2 << " half " << p % 2 << " shift " << shift << (wait ? " (waited)" : " (not waited)");
     }
   }
+  // A call with one write outside the slots is refused whole: none of its writes is queued, so neither does the
+  // next call's submission carry them, and part 0 keeps what the last good call wrote there.
+  const std::vector<GpuBackend::SlotWrite> bad = {{part(0), rows_of(1), expert_bytes},
+                                                  {base + kSlots * slot_bytes - 16, rows_of(2), 32}};
+  EXPECT_THROW(be->write_slots(bad), Error);
+  const std::vector<GpuBackend::SlotWrite> good = {{part(kParts - 1), rows_of((kParts - 1 + 3) % kExperts),
+                                                    expert_bytes}};
+  be->write_slots(good);
+  std::vector<float> again(kRows, NAN), want(kRows, NAN);
+  st.upload(xs.data(), x);
+  st.product(view(part(0)), x, y_slot[0], 1);
+  st.product(view(rows_of(3 % kExperts)), x, y_placed[0], 1);
+  st.download(y_slot[0], again.data());
+  st.download(y_placed[0], want.data());
+  st.submit();
+  EXPECT_EQ(0, std::memcmp(again.data(), want.data(), kRows * sizeof(float)));
   EXPECT_EQ(be->validation_errors(), 0u);
 }
 

@@ -141,11 +141,22 @@ TEST(DeltaNet, ChunkedEqualsRecurrentUnderStrongDecay) {
   }
 }
 
+// Head sizes that differ, and that no vector width divides (the sums' scalar tails), on every target.
 TEST(DeltaNet, ChunkedEqualsRecurrentWithUnequalHeadSizes) {
-  const HeadInputs in(100, 32, 48, 7);
-  const HeadRun a = recurrent(in), b = chunked(in, 64);
-  EXPECT_LE(rel_l2(b.out, a.out), kRoundingTolerance);
-  EXPECT_LE(rel_l2(b.state, a.state), kRoundingTolerance);
+  for (const int64_t target : quant::kernels::compiled_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (const auto& [d_k, d_v] : {std::pair<int64_t, int64_t>{32, 48}, {20, 36}, {37, 5}}) {
+      for (const int64_t chunk : {64, 7}) {
+        const HeadInputs in(100, d_k, d_v, static_cast<uint32_t>(7 + d_k + chunk));
+        const HeadRun a = recurrent(in), b = chunked(in, chunk);
+        EXPECT_LE(rel_l2(b.out, a.out), kRoundingTolerance)
+            << hwy::TargetName(target) << " d_k " << d_k << " d_v " << d_v << " chunk " << chunk;
+        EXPECT_LE(rel_l2(b.state, a.state), kRoundingTolerance)
+            << hwy::TargetName(target) << " d_k " << d_k << " d_v " << d_v << " chunk " << chunk;
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(DeltaNet, ChunkedDiffersFromAWrongRecurrence) {

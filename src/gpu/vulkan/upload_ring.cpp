@@ -43,18 +43,21 @@ void UploadRing::copy(const uint8_t* src, uint64_t bytes, const vk::Buffer& dst,
 uint64_t UploadRing::submit() {
   if (!open_) return last_;
   Piece& p = pieces_[static_cast<size_t>(current_)];
+  // The piece is closed whatever happens: a failed end or submit drops its copies (the device is lost then) and
+  // leaves done's counter where it was, so no later wait is for a value that nothing signals.
+  open_ = false;
+  used_ = 0;
   p.cmd.end();
-  const uint64_t signal = done_.next();
+  const uint64_t signal = done_.value() + 1;
   const vk::Semaphore sem = *done_.semaphore();
   vk::TimelineSemaphoreSubmitInfo ti({}, signal);
   const vk::CommandBuffer cmd = *p.cmd;
   vk::SubmitInfo si({}, {}, cmd, sem);
   si.pNext = &ti;
   device_.transfer_queue().submit(si);
+  done_.next();
   p.signal = signal;
   last_ = signal;
-  open_ = false;
-  used_ = 0;
   current_ = (current_ + 1) % kPieces;
   return last_;
 }

@@ -80,6 +80,7 @@ VulkanBackend::~VulkanBackend() {
 void VulkanBackend::place(const quant::WeightView& w) {
   assert(w.memory == quant::Memory::host && !w.empty());
   if (find(w) != nullptr) return;  // already placed (the output head tied to the token embeddings)
+  if (step_ != nullptr) fail("GPU backend: weights placed after the device step was made");
   pipelines_.product(w.type);
   const auto rows_per_chunk = static_cast<int64_t>(opts_.max_buffer_bytes / w.row_bytes);
   if (rows_per_chunk < 1) {
@@ -92,16 +93,26 @@ void VulkanBackend::place(const quant::WeightView& w) {
   pl.rows = w.rows;
   pl.cols = w.cols;
   pl.row_bytes = w.row_bytes;
-  for (int64_t r0 = 0; r0 < w.rows; r0 += rows_per_chunk) {
-    Chunk c;
-    c.row0 = r0;
-    c.rows = std::min(rows_per_chunk, w.rows - r0);
-    const uint64_t bytes = static_cast<uint64_t>(c.rows) * w.row_bytes;
-    c.buffer = Buffer(device_, bytes, BufferKind::device_local, "weights");
-    upload(w.row(r0), bytes, c.buffer);
-    bind_chunk(c);
-    placed_bytes_ += bytes;
-    pl.chunks.push_back(std::move(c));
+  pl.chunks.reserve(static_cast<size_t>((w.rows + rows_per_chunk - 1) / rows_per_chunk));
+  try {
+    for (int64_t r0 = 0; r0 < w.rows; r0 += rows_per_chunk) {
+      Chunk c;
+      c.row0 = r0;
+      c.rows = std::min(rows_per_chunk, w.rows - r0);
+      const uint64_t bytes = static_cast<uint64_t>(c.rows) * w.row_bytes;
+      c.buffer = Buffer(device_, bytes, BufferKind::device_local, "weights");
+      bind_chunk(c);
+      pl.chunks.push_back(std::move(c));  // owned by pl before a copy into it is queued
+      upload(w.row(r0), bytes, pl.chunks.back().buffer);
+      placed_bytes_ += bytes;
+    }
+  } catch (...) {
+    // A chunk that does not fit, or a failed copy: the copies queued into pl's chunks land before they go.
+    try {
+      uploads_->wait_all();
+    } catch (...) {  // a lost device: nothing left to wait for
+    }
+    throw;
   }
   placed_.emplace(w.data, std::move(pl));
 }
@@ -144,23 +155,29 @@ const uint8_t* VulkanBackend::reserve_slots(uint64_t slot_bytes, int64_t n_slots
 }
 
 void VulkanBackend::write_slots(std::span<const SlotWrite> writes, bool wait) {
+  // Where each write lands, every one checked before any is queued: a refused write queues none of the call's.
+  const auto target = [&](const SlotWrite& w) {
+    auto it = placed_.upper_bound(w.dst);
+    const Placed* pl = it == placed_.begin() ? nullptr : &(--it)->second;
+    const auto off = pl != nullptr ? static_cast<uint64_t>(w.dst - pl->host) : 0;
+    const auto slot = pl != nullptr ? static_cast<int64_t>(off / pl->row_bytes) : 0;
+    if (pl == nullptr || !pl->slots || slot >= pl->rows || off % 4 != 0 ||
+        off + w.bytes > static_cast<uint64_t>(slot + 1) * pl->row_bytes) {
+      fail("GPU backend: a write of {} bytes outside the expert slots", w.bytes);
+    }
+    const Chunk* chunk = nullptr;
+    for (const Chunk& c : pl->chunks) {
+      if (slot >= c.row0 && slot < c.row0 + c.rows) chunk = &c;
+    }
+    return std::pair{chunk, off - static_cast<uint64_t>(chunk->row0) * pl->row_bytes};
+  };
+  for (const SlotWrite& w : writes) target(w);
   try {
     for (const SlotWrite& w : writes) {
-      auto it = placed_.upper_bound(w.dst);
-      const Placed* pl = it == placed_.begin() ? nullptr : &(--it)->second;
-      const auto off = pl != nullptr ? static_cast<uint64_t>(w.dst - pl->host) : 0;
-      const auto slot = pl != nullptr ? static_cast<int64_t>(off / pl->row_bytes) : 0;
-      if (pl == nullptr || !pl->slots || slot >= pl->rows || off % 4 != 0 ||
-          off + w.bytes > static_cast<uint64_t>(slot + 1) * pl->row_bytes) {
-        fail("GPU backend: a write of {} bytes outside the expert slots", w.bytes);
-      }
-      const Chunk* chunk = nullptr;
-      for (const Chunk& c : pl->chunks) {
-        if (slot >= c.row0 && slot < c.row0 + c.rows) chunk = &c;
-      }
       // Rounded up to whole words (UploadRing::copy): a slot ends on a multiple of 256 bytes, so the padding stays
       // in the slot.
-      uploads_->copy(w.src, w.bytes, *chunk->buffer.get(), off - static_cast<uint64_t>(chunk->row0) * pl->row_bytes);
+      const auto [chunk, at] = target(w);
+      uploads_->copy(w.src, w.bytes, *chunk->buffer.get(), at);
     }
     if (wait) {
       uploads_->wait_all();
