@@ -107,7 +107,8 @@ void VulkanBackend::place(const quant::WeightView& w) {
       placed_bytes_ += bytes;
     }
   } catch (...) {
-    // A chunk that does not fit, or a failed copy: the copies queued into pl's chunks land before they go.
+    // A chunk that does not fit, or a failed copy: the copies queued into pl's chunks land before they go (a
+    // copy that failed part way left its earlier pieces queued).
     try {
       uploads_->wait_all();
     } catch (...) {  // a lost device: nothing left to wait for
@@ -191,10 +192,12 @@ void VulkanBackend::write_slots(std::span<const SlotWrite> writes, bool wait) {
 
 void VulkanBackend::upload(const uint8_t* src, uint64_t bytes, const Buffer& dst) {
   // Buffer sizes are rounded up to 4 bytes (shaders read whole words): the copy's last word may take up to 3
-  // staging bytes past the weights' end into that padding. Not waited for: the next weights are staged while these
-  // cross, and every compute submission (flush(), the step's) waits on the device for the transfer queue.
+  // staging bytes past the weights' end into that padding. Waited for, tensor by tensor (setup only; a tensor's
+  // pieces still overlap memcpy and transfer). Leaving hundreds of tensors' copies queued unwaited gained only load
+  // time, and coincided with the one crash seen in Mesa 22.3's lavapipe (a hybrid GPU oracle test, once in three CI
+  // runs; not reproduced in ~35 more runs of it): a pattern its queue had not run before.
   uploads_->copy(src, bytes, *dst.get(), 0);
-  uploads_->submit();
+  uploads_->wait_all();
 }
 
 uint64_t VulkanBackend::submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb,
