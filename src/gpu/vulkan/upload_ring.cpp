@@ -40,8 +40,8 @@ void UploadRing::copy(const uint8_t* src, uint64_t bytes, const vk::Buffer& dst,
   }
 }
 
-uint64_t UploadRing::submit() {
-  if (!open_) return last_;
+void UploadRing::submit() {
+  if (!open_) return;
   Piece& p = pieces_[static_cast<size_t>(current_)];
   // The piece is closed whatever happens: a failed end or submit drops its copies (the device is lost then) and
   // leaves done's counter where it was, so no later wait is for a value that nothing signals.
@@ -59,7 +59,6 @@ uint64_t UploadRing::submit() {
   p.signal = signal;
   last_ = signal;
   current_ = (current_ + 1) % kPieces;
-  return last_;
 }
 
 void UploadRing::wait_all() {

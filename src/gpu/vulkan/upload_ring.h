@@ -33,9 +33,8 @@ class UploadRing {
   // copy is rounded up to whole 4-byte words: up to 3 staging bytes past src's end land in dst's padding (buffers
   // are rounded up to words, slots to 256 bytes). src may be reused as soon as this returns.
   void copy(const uint8_t* src, uint64_t bytes, const vk::Buffer& dst, uint64_t dst_offset);
-  // Submits the piece being filled, if any. Returns the value of `done` that the last submission of this ring
-  // signals (0: none yet).
-  uint64_t submit();
+  // Submits the piece being filled, if any.
+  void submit();
   // submit(), then waits until every copy queued so far has landed. Throws moetier::Error for a lost device.
   void wait_all();
 
