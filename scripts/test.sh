@@ -22,10 +22,20 @@ fi
 bash scripts/setup-deps.sh
 jobs=$(nproc)
 
+# Disk: the stages together need about 6 GiB beside the packages (build trees ~3.5 GiB, each stage's scratch models
+# under build/<preset>/test-tmp up to ~1 GiB). Each stage's scratch is removed once it passed. A test that fails on
+# "No space left on device" is the machine's disk, not the code: the line below says how much there was.
+free_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
+echo "test: $((free_kib / 1024)) MiB free on $(df -P . | awk 'NR == 2 { print $6 }') at the start"
+if [ "$free_kib" -lt $((6 * 1024 * 1024)) ]; then
+  echo "test: warning: under 6 GiB free; tests that write scratch models may fail with ENOSPC" >&2
+fi
+
 echo "== Release build (with Vulkan) and all tests"
 cmake --preset release -DMOETIER_VULKAN=ON >/dev/null
 cmake --build --preset release -j "$jobs"
 ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 600
+rm -rf build/release/test-tmp
 
 if [ "${MOETIER_NO_ASAN:-0}" != 1 ]; then
   echo "== ASan + UBSan build and unit tests"
@@ -33,6 +43,7 @@ if [ "${MOETIER_NO_ASAN:-0}" != 1 ]; then
   cmake --build --preset asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 900 -LE slow
+  rm -rf build/asan/test-tmp
 fi
 
 fuzz_seconds=${MOETIER_FUZZ_SECONDS:-30}
