@@ -92,9 +92,10 @@ class GpuBackend : public compute::Backend {
   };
   // Copies the writes on the transfer queue through a ring of staging pieces (the CPU fills one while the copy
   // engine drains the others). wait: returns when they have landed; else when they are all submitted (the step's
-  // next submission waits for them on the device). Call between submissions of the step: a product already
-  // recorded but not yet submitted would read the new bytes. Throws moetier::Error for a destination outside the
-  // slots.
+  // next submission waits for them on the device). Call between submissions of the step, once every submission
+  // that reads the slots written has completed: the copies wait for nothing on the device, so a product still
+  // running, or recorded but not yet submitted, would read the new bytes (the VRAM tier writes after the step's
+  // submission it waited for). Throws moetier::Error for a destination outside the slots.
   virtual void write_slots(std::span<const SlotWrite> writes, bool wait = true) = 0;
   virtual const DeviceInfo& device() const = 0;
   // The device's read bandwidth in GB/s (10^9 bytes per second): a kernel that reads a device-local buffer of

@@ -105,6 +105,9 @@ void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t 
       decaying = decaying && g <= 0.0f;
       G[r] = acc += g;
     }
+    // The flush is within rounding only while G never rises (chunk_decay); a chunk where it does (no real model's:
+    // g = softplus(..) * -exp(A_log)) takes every decay unflushed.
+    const auto decay_of = [decaying](float x) { return decaying ? chunk_decay(x) : std::exp(x); };
     // The query-key scores and the key-key interactions inside the chunk, [c, c] each, as sums over the keys'
     // transposed rows; then decayed from s to r and masked to the lower triangle.
     for (int64_t r = 0; r < c; ++r) {
@@ -114,7 +117,7 @@ void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t 
     attn_values_f32(k0, c, h.qkv_stride, KT, c, 0, d_k, c, L);
     for (int64_t r = 0; r < c; ++r) {
       for (int64_t t = 0; t < c; ++t) {
-        const float decay = t <= r ? chunk_decay(G[r] - G[t]) : 0.0f;
+        const float decay = t <= r ? decay_of(G[r] - G[t]) : 0.0f;
         L[r * c + t] = t < r ? beta(r) * L[r * c + t] * decay : 0.0f;
         QK[r * c + t] *= decay;
       }
@@ -124,7 +127,7 @@ void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t 
     for (int64_t r = 0; r < c; ++r) {
       float* u = UW + r * uw;
       float* w = u + d_v;
-      const float b = beta(r), eg = chunk_decay(G[r]);
+      const float b = beta(r), eg = decay_of(G[r]);
       // W's row r is e^(G_r) times a combination of keys (L = e^G L' e^-G for L' undecayed): with e^(G_r) flushed
       // the whole row is, or its sum of products of two kept decays would make subnormals. Its share in a later
       // row t carries e^(G_t), as small or smaller only while G never rises.
@@ -144,7 +147,7 @@ void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t 
     }
     attn_values_f32(q0, c, h.qkv_stride, ST, d_v, 0, d_k, d_v, T);
     for (int64_t r = 0; r < c; ++r) {
-      const float eg = chunk_decay(G[r]);
+      const float eg = decay_of(G[r]);
       for (int64_t i = 0; i < d_v; ++i) out(r)[i] = eg * T[r * d_v + i];
     }
     // The outputs' part from inside the chunk: sum_{t <= r} QK_rt V'_t (QK is 0 above the diagonal).
@@ -156,12 +159,12 @@ void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t 
     // weighting the decayed keys by V'^T's row i.
     const float glast = G[c - 1];
     for (int64_t r = 0; r < c; ++r) {
-      const float e = chunk_decay(glast - G[r]);
+      const float e = decay_of(glast - G[r]);
       for (int64_t j = 0; j < d_k; ++j) KD[r * d_k + j] = k(r)[j] * e;
       for (int64_t i = 0; i < d_v; ++i) UT[i * c + r] = UW[r * uw + i];
     }
     attn_values_f32(UT, d_v, c, KD, d_k, 0, c, d_k, T);
-    const float elast = chunk_decay(glast);
+    const float elast = decay_of(glast);
     for (int64_t e = 0; e < d_v * d_k; ++e) state[e] = elast * state[e] + T[e];
   }
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -929,13 +930,17 @@ TEST(GpuStepProduct, SlotWeightsGiveTheBitsOfPlacedOnes) {
 
 // Slot writes of many megabytes pass through the upload ring's staging pieces (gpu/vulkan/upload_ring.h): one call
 // of more bytes than the whole ring holds, pieces reused while earlier ones may still be copying (without the wait
-// before a piece's reuse this fails), then a call not waited for (wait = false), whose copies the very next step
+// before a piece's reuse this can fail, when the copy engine falls behind the memcpy), then a call not waited for
+// (wait = false), whose copies the very next step
 // submission reads: every slot's products, the last-written slot first. (Where the device has a transfer queue of
 // its own, that submission's wait on the device orders them; lavapipe has one queue, which orders them anyway.)
 // Each write is 2 bytes past a word (rows of 4386 bytes, an odd count of them), so every copy rounds up into the
 // slot's padding. Every slot must give the bits of the same rows placed whole (themselves uploaded through the ring,
-// not waited for).
+// waited for tensor by tensor). Under the layer's synchronization validation (where this test makes the process's
+// Vulkan instance, as under ctest, one test a process), which reports a copy that a later read is not ordered
+// after even where one queue runs both.
 TEST(GpuStepProduct, SlotWritesLargerThanTheStagingRingLandWhole) {
+  setenv("MOETIER_VULKAN_VALIDATION", "sync", 1);
   constexpr int64_t kExperts = 4, kRows = 1023, kCols = 4128, kSlots = 5, kParts = 2 * kSlots;
   const Matrix ups = random_matrix(GgmlType::Q8_0, kExperts * kRows, kCols, 81);
   const uint64_t expert_bytes = kRows * ups.view.row_bytes;  // ~4.3 MiB, 2 more than a multiple of 4

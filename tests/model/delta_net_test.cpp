@@ -131,14 +131,35 @@ TEST(DeltaNet, ChunkedEqualsRecurrent) {
 // Decays of ~-3 a token: within a chunk the cumulative decay passes e^-64, below which the chunked form flushes its
 // factors to 0 (and W's rows with them), so that no subnormal float slows the sums. The flushed terms are below
 // float precision against the undecayed ones: the forms still agree within rounding.
+// Decays past the flush (chunk_decay: e^-64): at ~-1.1 a token only a chunk's last rows reach it and the state
+// carried between chunks still counts; at ~-3 most of a chunk is flushed. On every target.
 TEST(DeltaNet, ChunkedEqualsRecurrentUnderStrongDecay) {
-  for (const int64_t n_tok : {64, 150}) {
-    const HeadInputs in(n_tok, 64, 64, static_cast<uint32_t>(77 + n_tok), 10.0f);
-    ASSERT_LT(std::accumulate(in.g.begin(), in.g.begin() + 64, 0.0f), -64.0f);  // the flush is reached
-    const HeadRun a = recurrent(in), b = chunked(in, 64);
-    EXPECT_LE(rel_l2(b.out, a.out), kRoundingTolerance) << "n_tok " << n_tok;
-    EXPECT_LE(rel_l2(b.state, a.state), kRoundingTolerance) << "n_tok " << n_tok;
+  for (const int64_t target : quant::kernels::compiled_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (const float scale : {3.7f, 10.0f}) {
+      for (const int64_t n_tok : {64, 150}) {
+        const HeadInputs in(n_tok, 64, 64, static_cast<uint32_t>(77 + n_tok), scale);
+        ASSERT_LT(std::accumulate(in.g.begin(), in.g.begin() + 64, 0.0f), -64.0f);  // the flush is reached
+        const HeadRun a = recurrent(in), b = chunked(in, 64);
+        EXPECT_LE(rel_l2(b.out, a.out), kRoundingTolerance)
+            << hwy::TargetName(target) << " scale " << scale << " n_tok " << n_tok;
+        EXPECT_LE(rel_l2(b.state, a.state), kRoundingTolerance)
+            << hwy::TargetName(target) << " scale " << scale << " n_tok " << n_tok;
+      }
+    }
   }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// A chunk whose cumulative decay rises somewhere (a positive log-decay: no real model's) takes its decays
+// unflushed, and still equals the recurrence.
+TEST(DeltaNet, ChunkedEqualsRecurrentWhereTheDecayRises) {
+  HeadInputs in(150, 64, 64, 91, 10.0f);
+  in.g[20] = 1.0f;
+  in.g[100] = 2.0f;
+  const HeadRun a = recurrent(in), b = chunked(in, 64);
+  EXPECT_LE(rel_l2(b.out, a.out), kRoundingTolerance);
+  EXPECT_LE(rel_l2(b.state, a.state), kRoundingTolerance);
 }
 
 // Head sizes that differ, and that no vector width divides (the sums' scalar tails), on every target.
