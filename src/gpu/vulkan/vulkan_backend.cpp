@@ -94,6 +94,7 @@ void VulkanBackend::place(const quant::WeightView& w) {
   pl.cols = w.cols;
   pl.row_bytes = w.row_bytes;
   pl.chunks.reserve(static_cast<size_t>((w.rows + rows_per_chunk - 1) / rows_per_chunk));
+  uint64_t placed = 0;  // counted once the whole matrix is placed: a failed place() holds nothing
   try {
     for (int64_t r0 = 0; r0 < w.rows; r0 += rows_per_chunk) {
       Chunk c;
@@ -104,7 +105,7 @@ void VulkanBackend::place(const quant::WeightView& w) {
       bind_chunk(c);
       pl.chunks.push_back(std::move(c));  // owned by pl before a copy into it is queued
       upload(w.row(r0), bytes, pl.chunks.back().buffer);
-      placed_bytes_ += bytes;
+      placed += bytes;
     }
   } catch (...) {
     // A chunk that does not fit, or a failed copy: the copies queued into pl's chunks land before they go (a
@@ -115,6 +116,7 @@ void VulkanBackend::place(const quant::WeightView& w) {
     }
     throw;
   }
+  placed_bytes_ += placed;
   placed_.emplace(w.data, std::move(pl));
 }
 
@@ -196,8 +198,12 @@ void VulkanBackend::upload(const uint8_t* src, uint64_t bytes, const Buffer& dst
   // pieces still overlap memcpy and transfer). Leaving hundreds of tensors' copies queued unwaited gained only load
   // time, and coincided with the one crash seen in Mesa 22.3's lavapipe (a hybrid GPU oracle test, once in three CI
   // runs; not reproduced in ~35 more runs of it): a pattern its queue had not run before.
-  uploads_->copy(src, bytes, *dst.get(), 0);
-  uploads_->wait_all();
+  try {
+    uploads_->copy(src, bytes, *dst.get(), 0);
+    uploads_->wait_all();
+  } catch (const vk::SystemError& e) {
+    fail("Vulkan: copying weights to {} failed ({})", device_.info().name, e.what());
+  }
 }
 
 uint64_t VulkanBackend::submit_and_wait(const vk::raii::Queue& queue, const vk::raii::CommandBuffer& cb,
