@@ -108,7 +108,8 @@ void delta_rule_recurrent(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_
 // rows in vector lanes (quant/kernels/vec_kernels.h attn_values_f32: attention's value sums), so the chunk's
 // matrices are transposed where a sum needs its weights along a row. Decay factors below e^-64 are taken as 0
 // (and W's rows they scale): below float precision against a chunk's undecayed terms, and subnormal floats cost
-// microcode assists (delta_net.cpp, chunk_decay).
+// microcode assists (delta_net.cpp, chunk_decay). That holds while a chunk's G never rises (every g <= 0, as in
+// the models); a chunk where it does takes its decays unflushed.
 void delta_rule_chunked(const DeltaHead& h, int64_t n_tok, int64_t d_k, int64_t d_v, float* state,
                         DeltaChunkScratch& s);
 
