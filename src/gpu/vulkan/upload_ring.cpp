@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "util/error.h"
+
 namespace moetier::gpu::vk_impl {
 
 UploadRing::UploadRing(const Device& device, const vk::raii::CommandPool& pool, Timeline& done)
@@ -14,8 +16,19 @@ UploadRing::UploadRing(const Device& device, const vk::raii::CommandPool& pool, 
 
 UploadRing::~UploadRing() {
   try {
-    if (last_ != 0) done_.wait(last_);  // the staging memory and the command buffers must outlive their copies
+    // The staging memory and the command buffers must outlive their copies.
+    if (last_ != 0 && !failed_) done_.wait(last_);
   } catch (...) {  // a lost device: nothing left to wait for
+  }
+}
+
+void UploadRing::wait_for(uint64_t value) {
+  if (failed_) fail("Vulkan: an earlier copy to the GPU did not finish (the device is lost or hung)");
+  try {
+    done_.wait(value);
+  } catch (...) {
+    failed_ = true;
+    throw;
   }
 }
 
@@ -25,7 +38,7 @@ void UploadRing::copy(const uint8_t* src, uint64_t bytes, const vk::Buffer& dst,
     if (used_ == kPieceBytes) submit();
     Piece& p = pieces_[static_cast<size_t>(current_)];
     if (!open_) {
-      if (p.signal != 0) done_.wait(p.signal);  // its last copies have read the staging bytes about to be reused
+      if (p.signal != 0) wait_for(p.signal);  // its last copies have read the staging bytes about to be reused
       p.cmd.reset();
       p.cmd.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
       open_ = true;
@@ -63,7 +76,7 @@ void UploadRing::submit() {
 
 void UploadRing::wait_all() {
   submit();
-  if (last_ != 0) done_.wait(last_);
+  if (last_ != 0) wait_for(last_);
 }
 
 }  // namespace moetier::gpu::vk_impl

@@ -35,10 +35,15 @@ class UploadRing {
   void copy(const uint8_t* src, uint64_t bytes, const vk::Buffer& dst, uint64_t dst_offset);
   // Submits the piece being filled, if any.
   void submit();
-  // submit(), then waits until every copy queued so far has landed. Throws moetier::Error for a lost device.
+  // submit(), then waits until every copy queued so far has landed. Throws moetier::Error for a lost device or a
+  // submission not finished within Timeline::wait's 60 s; after such a failure every later copy() and wait_all()
+  // throws at once, and the destructor waits for nothing (a hung device is waited for once, not by every cleanup).
   void wait_all();
 
  private:
+  // done_.wait(value), or a throw at once after a wait that failed.
+  void wait_for(uint64_t value);
+
   struct Piece {
     vk::raii::CommandBuffer cmd{nullptr};
     uint64_t signal = 0;  // the value its last submission signals; 0: never submitted
@@ -51,6 +56,7 @@ class UploadRing {
   uint64_t used_ = 0;  // its staging bytes in use
   bool open_ = false;  // its command buffer is recording
   uint64_t last_ = 0;  // the value the last submission signals
+  bool failed_ = false;  // a wait threw: the device is lost or hung
 };
 
 }  // namespace moetier::gpu::vk_impl
