@@ -931,8 +931,8 @@ TEST(GpuStepProduct, SlotWeightsGiveTheBitsOfPlacedOnes) {
 // Slot writes of many megabytes pass through the upload ring's staging pieces (gpu/vulkan/upload_ring.h): one call
 // of more bytes than the whole ring holds, pieces reused while earlier ones may still be copying (without the wait
 // before a piece's reuse this can fail, when the copy engine falls behind the memcpy), then a call not waited for
-// (wait = false), whose copies the very next step
-// submission reads: every slot's products, the last-written slot first. (Where the device has a transfer queue of
+// (wait = false), whose copies the very next step submission reads: every slot's products, the last-written slot
+// first. (Where the device has a transfer queue of
 // its own, that submission's wait on the device orders them; lavapipe has one queue, which orders them anyway.)
 // Each write is 2 bytes past a word (rows of 4386 bytes, an odd count of them), so every copy rounds up into the
 // slot's padding. Every slot must give the bits of the same rows placed whole (themselves uploaded through the ring,

@@ -128,11 +128,10 @@ TEST(DeltaNet, ChunkedEqualsRecurrent) {
   std::printf("  chunked vs recurrent: worst rel L2 %.2e (outputs and final states)\n", worst);
 }
 
-// Decays of ~-3 a token: within a chunk the cumulative decay passes e^-64, below which the chunked form flushes its
-// factors to 0 (and W's rows with them), so that no subnormal float slows the sums. The flushed terms are below
-// float precision against the undecayed ones: the forms still agree within rounding.
-// Decays past the flush (chunk_decay: e^-64): at ~-1.1 a token only a chunk's last rows reach it and the state
-// carried between chunks still counts; at ~-3 most of a chunk is flushed. On every target.
+// Decays past e^-64 within a chunk, below which the chunked form flushes its factors to 0 (and W's rows with them),
+// so that no subnormal float slows the sums. The flushed terms are below float precision against the undecayed
+// ones: the forms still agree within rounding. At ~-1.1 a token only a chunk's last rows reach the flush and the
+// state carried between chunks still counts; at ~-3 most of a chunk is flushed. On every target.
 TEST(DeltaNet, ChunkedEqualsRecurrentUnderStrongDecay) {
   for (const int64_t target : quant::kernels::compiled_targets()) {
     hwy::SetSupportedTargetsForTest(target);
