@@ -123,14 +123,14 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* q) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // One token of one Q4_K row (decode) in 512-bit vectors, the formula of Q4KTile below, two blocks A, B at a time.
 // Each 32 bytes of nibbles broadcast to both halves of a vector and shifted by 0 / 4 bits per half (vpsrlvw) give
-// sub-blocks 2p and 2p + 1 side by side; the 64 activation codes they meet are one load, their scale pair one pshufb,
-// and with VNNI vpdpwssd applies the scales and adds in one operation: five operations per 64 elements where the
-// 256-bit kernel takes eleven. The per-block work around them (unpacking 6-bit scales and mins, the min term, the
-// float scales) is what the 256-bit kernel spends most of its operations on; here one 256-bit unpacking, one min
-// pmaddwd and one fp16 conversion serve both blocks (one block at a time measured no faster than the 256-bit
-// kernel). bench_matvec MatvecHot/Q4_K/768x2048, 6 alternating runs on a 2.1 GHz Xeon (AVX3_DL), medians, GB/s at
-// 1 / 2 threads: 10.2 / 22.6 -> 13.2 / 23.7 (faster in 6 / 5 of 6); Qwen3-30B-A3B-shaped Q4_K_M decode at -t 2,
-// 9 alternating runs: 8.0 -> 8.9 tok/s (medians; faster in 6, slower in 1).
+// sub-blocks 2p and 2p + 1 side by side; the 64 activation codes they meet are one load, and their products and
+// scales take four or five operations per 64 elements (Q4KBlockSums512) where the 256-bit kernel takes eleven. The
+// per-block work around them (unpacking 6-bit scales and mins, the min term, the float scales) is what the 256-bit
+// kernel spends most of its operations on; here one 256-bit unpacking, one min pmaddwd and one fp16 conversion
+// serve both blocks (one block at a time measured no faster than the 256-bit kernel). bench_matvec
+// MatvecHot/Q4_K/768x2048, 6 alternating runs on a 2.1 GHz Xeon (AVX3_DL), medians, GB/s at 1 / 2 threads: 10.2 /
+// 22.6 -> 13.2 / 23.7 (faster in 6 / 5 of 6); Qwen3-30B-A3B-shaped Q4_K_M decode at -t 2, 9 alternating runs: 8.0
+// -> 8.9 tok/s (medians; faster in 6, slower in 1).
 
 // The scales (bytes 0-7) and mins (8-15) of block A in the low 128 bits, of block B in the high: Q4KScalesMins
 // on both at once.
@@ -146,35 +146,56 @@ HWY_INLINE __m256i Q4KScalesMins2(const uint8_t* a, const uint8_t* b) {
   return _mm256_blend_epi32(low, _mm256_or_si256(nib, top), 0b10101010);
 }
 
+// The four u8 x s8 products of each 32-bit lane of u8 and s8 summed into it: vpdpbusd on a zero accumulator with
+// VNNI, else pmaddubsw and pmaddwd by ones (the same integers, where the pairs stay below 2^15).
+HWY_INLINE __m512i QuadSums(__m512i u8, __m512i s8) {
+#if MOETIER_VNNI
+  return DpBusd(_mm512_setzero_si512(), u8, s8);
+#else
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(u8, s8), _mm512_set1_epi16(1));
+#endif
+}
+
 // The integer sum over one block's 8 sub-blocks of scale_s * (q_s . x_s), in 16 int32 lanes. B: BlockQ4_K or
 // BlockQ5_K; blk: the block; xb: its 256 activation codes; sm: the block's 6-bit scales (bytes 0-7) and mins (8-15)
-// in each 128 bits; the pshufb patterns pick[p] widen scale 2p into every int16 lane of a vector's low half and
-// 2p + 1 of its high. Q5_K's fifth bits: element l of sub-block s has bit s of qh[l]; qh's 32 bytes in both halves
-// meet bit 2p in the low half and 2p + 1 in the high one (vptestmb), and the codes take 16 where it is set (a masked
-// add): 0..31, whose pmaddubsw pairs stay below 2^15 (2 * 31 * 127).
+// in each 128 bits. Pair p's 32 bytes of nibbles, broadcast to both halves and shifted by 0 / 4 bits per half, are
+// sub-blocks 2p and 2p + 1 side by side; their quad sums with the 64 activation codes (QuadSums) fit int16 (at most
+// 4 * 31 * 127), so pairs 2c and 2c + 1 pack into one vector of words (vpackssdw, per 128 bits: four of the first's
+// lanes, then four of the second's), whose scales are one pshufb of sm (pick[c]), applied and added by one vpdpwssd.
+// Per 128 elements that is two vpdpbusd, one pack, one pshufb and one vpdpwssd, where a pmaddubsw, a pshufb and a
+// vpdpwssd per 64 took six. bench_matvec on a 2-vCPU AMD EPYC (Zen 4), 5 alternating runs of each binary, medians,
+// GB/s at 1 / 2 threads: MatvecHot/Q4_K/768x2048 21.3 / 35.2 -> 23.5 / 42.0, MatvecHot/Q5_K 18.6 / 34.3 -> 21.3 /
+// 34.5; from DRAM at 2 threads Matvec/Q4_K/2048x4096 25.2 -> 29.9, 768x2048 20.8 -> 23.8, 2048x768 19.2 -> 21.4.
+// Qwen3-30B-A3B-shaped Q4_K_M decode there, 6 alternating pairs: 15.1 -> 15.1 tok/s (medians; bound by the read
+// there, ~31 GB/s). Q6KRow512 in the same form (half its vpermw) measured no faster. Q5_K's fifth bits: element l
+// of sub-block s has bit s of qh[l]; qh's 32 bytes in both halves meet bit 2p in the low half and 2p + 1 in the high
+// one (vptestmb), and the codes take 16 where it is set (a masked add).
 template <class B>
 HWY_INLINE __m512i Q4KBlockSums512(const uint8_t* HWY_RESTRICT blk, const int8_t* HWY_RESTRICT xb, __m512i sm,
-                                   const __m512i (&pick)[4]) {
+                                   const __m512i (&pick)[2]) {
   constexpr bool kFifth = std::is_same_v<B, BlockQ5_K>;
   const uint8_t* qs = blk + offsetof(B, qs);
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);  // 0 low, 4 high
   __m512i qh = _mm512_setzero_si512();
   if constexpr (kFifth) qh = _mm512_broadcast_i64x4(LoadU(blk + offsetof(BlockQ5_K, qh)));
-  __m512i sumi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains, for latency
-  for (int p = 0; p < 4; ++p) {
-    const __m512i q = _mm512_broadcast_i64x4(LoadU(qs + 32 * p));
-    __m512i w = _mm512_and_si512(_mm512_srlv_epi16(q, shifts), m4);
-    if constexpr (kFifth) {
-      const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * p))),
-                                             _mm256_set1_epi8(static_cast<char>(2 << (2 * p))), 1);
-      w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(qh, bit), w, _mm512_set1_epi8(16));
+  __m512i sumi = _mm512_setzero_si512();
+  for (int c = 0; c < 2; ++c) {
+    __m512i quads[2];
+    for (int j = 0; j < 2; ++j) {
+      const int p = 2 * c + j;
+      const __m512i q = _mm512_broadcast_i64x4(LoadU(qs + 32 * p));
+      __m512i w = _mm512_and_si512(_mm512_srlv_epi16(q, shifts), m4);
+      if constexpr (kFifth) {
+        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * p))),
+                                               _mm256_set1_epi8(static_cast<char>(2 << (2 * p))), 1);
+        w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(qh, bit), w, _mm512_set1_epi8(16));
+      }
+      quads[j] = QuadSums(w, _mm512_loadu_si512(xb + 64 * p));
     }
-    const __m512i prod = _mm512_maddubs_epi16(w, _mm512_loadu_si512(xb + 64 * p));
-    const __m512i sc = _mm512_shuffle_epi8(sm, pick[p]);
-    sumi[p % 2] = AddWordProducts(sumi[p % 2], prod, sc);
+    sumi = AddWordProducts(sumi, _mm512_packs_epi32(quads[0], quads[1]), _mm512_shuffle_epi8(sm, pick[c]));
   }
-  return _mm512_add_epi32(sumi[0], sumi[1]);
+  return sumi;
 }
 
 // R (1 or 2) rows (rows[r]: row r's bytes; y[r]: its result, anywhere). With two rows, their odd last blocks (a row
@@ -207,9 +228,15 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
   // 28.6 -> 27.3, 22.6 -> 25.5; 2048x768 20.9 -> 22.6, 19.3 -> 20.4. Qwen3-30B-A3B-shaped decode at -t 2, 5
   // rounds of 2 runs each: medians 11.40 -> 12.26 tok/s, faster in 4 rounds. The sums are the same integers.
   const auto word = [](int byte) { return static_cast<int16_t>(static_cast<uint16_t>(0x8000 | byte)); };
-  __m512i pick[4];
-  for (int p = 0; p < 4; ++p) {
-    pick[p] = _mm512_inserti64x4(_mm512_set1_epi16(word(2 * p)), _mm256_set1_epi16(word(2 * p + 1)), 1);
+  // pick[c]: in the first two 128 bits, scale 4c in words 0-3 and 4c + 2 in words 4-7; in the last two, 4c + 1
+  // and 4c + 3 (the packed quad sums of sub-blocks 4c .. 4c + 3: Q4KBlockSums512)
+  __m512i pick[2];
+  for (int c = 0; c < 2; ++c) {
+    const __m128i lo = _mm_setr_epi16(word(4 * c), word(4 * c), word(4 * c), word(4 * c), word(4 * c + 2),
+                                      word(4 * c + 2), word(4 * c + 2), word(4 * c + 2));
+    const __m128i hi = _mm_setr_epi16(word(4 * c + 1), word(4 * c + 1), word(4 * c + 1), word(4 * c + 1),
+                                      word(4 * c + 3), word(4 * c + 3), word(4 * c + 3), word(4 * c + 3));
+    pick[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(lo, lo)), _mm256_setr_m128i(hi, hi), 1);
   }
   // mins 0-3 (bytes 8-11) in the first 128 bits of each half, 4-7 in the second
   const __m128i mins03 = _mm_setr_epi16(word(8), word(8), word(9), word(9), word(10), word(10), word(11), word(11));
