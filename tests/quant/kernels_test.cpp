@@ -138,23 +138,27 @@ void check_case(const Case& c, ActivationRounding rounding, std::mt19937& rng, c
 }
 
 // The kernels to test in turn on this CPU: each Highway target compiled in and supported (the Arm dot-product
-// kernels off), AVX3_DL again with the other answer of kernels::splits_512bit_ops (its MXFP4 rows in the vectors
-// of the other width), then on Arm CPUs with FEAT_DotProd the sdot kernels, and with FEAT_I8MM sdot and smmla
-// (int8_arm.h; the float types still take the best Highway target there).
+// kernels off), AVX3_DL again with the other answers of kernels::splits_512bit_ops (its MXFP4 rows in the vectors
+// of the other width) and kernels::one_stream_rows (decode's rows read in one stream or two), then on Arm CPUs
+// with FEAT_DotProd the sdot kernels, and with FEAT_I8MM sdot and smmla (int8_arm.h; the float types still take
+// the best Highway target there).
 struct Variant {
   int64_t target;  // for hwy::SetSupportedTargetsForTest; 0: the best one
   unsigned arm;    // for kernels::arm::limit_features_for_test
   std::string name;
-  int split = -1;  // for kernels::set_512bit_split_for_test; -1: the CPU's own
+  int split = -1;       // for kernels::set_512bit_split_for_test; -1: the CPU's own
+  int one_stream = -1;  // for kernels::set_one_stream_rows_for_test; -1: the CPU's own
 };
 std::vector<Variant> kernel_variants() {
   std::vector<Variant> v;
   for (int64_t target : kernels::compiled_targets()) v.push_back({target, 0u, hwy::TargetName(target)});
   for (int64_t target : kernels::compiled_targets()) {
     if (target != HWY_AVX3_DL) continue;
-    const bool split = !kernels::splits_512bit_ops();
-    v.push_back({target, 0u, std::string(hwy::TargetName(target)) + (split ? ", 512-bit ops split" : ", whole"),
-                 split ? 1 : 0});
+    const bool split = !kernels::splits_512bit_ops(), one = !kernels::one_stream_rows();
+    v.push_back({target, 0u,
+                 std::string(hwy::TargetName(target)) + (split ? ", 512-bit ops split" : ", whole") +
+                     (one ? ", one stream" : ", two streams"),
+                 split ? 1 : 0, one ? 1 : 0});
   }
   const unsigned arm = kernels::arm::features();
   if (arm & kernels::arm::kArmDotProd) v.push_back({0, kernels::arm::kArmDotProd, "NEON + sdot"});
@@ -165,11 +169,13 @@ void use_variant(const Variant& v) {
   hwy::SetSupportedTargetsForTest(v.target);
   kernels::arm::limit_features_for_test(v.arm);
   kernels::set_512bit_split_for_test(v.split);
+  kernels::set_one_stream_rows_for_test(v.one_stream);
 }
 void use_best_kernels() {
   hwy::SetSupportedTargetsForTest(0);
   kernels::arm::limit_features_for_test(kernels::arm::kArmAllFeatures);
   kernels::set_512bit_split_for_test(-1);
+  kernels::set_one_stream_rows_for_test(-1);
 }
 
 TEST(MatmulKernels, MatchReferenceOnEveryTarget) {
@@ -246,6 +252,37 @@ TEST(MatmulKernels, ArmDotKernelsGiveTheSameBitsForAnyBatch) {
         matmul(w, x.data(), y.data(), n_tok, mm);
         EXPECT_EQ(0, std::memcmp(single.data(), y.data(), sizeof(float) * y.size()))
             << type_name(t) << " n_tok " << n_tok << (mask & kernels::arm::kArmI8mm ? " sdot + smmla" : " sdot");
+      }
+    }
+  }
+  use_best_kernels();
+}
+
+// Decode's rows read in one stream or in two (kernels::one_stream_rows) is only the order in which a thread takes
+// them: each row's result is the same bits either way, on every target, with one thread and with two.
+TEST(MatmulKernels, OneStreamOrTwoGiveTheSameBits) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  util::ThreadPool pool(2);
+  for (const Variant& variant : kernel_variants()) {
+    use_variant(variant);
+    for (GgmlType t : kTypes) {
+      const int64_t cols = 768, rows = 37;  // three K-quant blocks (a pair and one more); rows odd
+      const auto wb = random_matrix(t, rows, cols, rng);
+      const WeightView w{t, wb.data(), rows, cols, row_bytes(t, cols)};
+      std::vector<float> x(static_cast<size_t>(cols));  // [1, cols]
+      for (auto& v : x) v = normal(rng);
+      for (util::ThreadPool* threads : {static_cast<util::ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> y[2];  // [rows] each: two streams, one
+        for (int one : {0, 1}) {
+          kernels::set_one_stream_rows_for_test(one);
+          MatmulScratch mm(cols, 1, ActivationRounding::match_ggml);
+          if (threads != nullptr) mm.set_pool(threads);
+          y[one].assign(static_cast<size_t>(rows), NAN);
+          matmul(w, x.data(), y[one].data(), 1, mm);
+        }
+        EXPECT_EQ(0, std::memcmp(y[0].data(), y[1].data(), sizeof(float) * y[0].size()))
+            << type_name(t) << " " << variant.name << (threads != nullptr ? ", 2 threads" : ", 1 thread");
       }
     }
   }

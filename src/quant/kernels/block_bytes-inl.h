@@ -90,7 +90,8 @@ HWY_INLINE void PrefetchAhead(const uint8_t* block) {
 // runs interleaved in one process: Q4_K 2048x768 8.0 / 13.8 -> 9.0 / 16.5, 768x2048 10.3 / 17.0 -> 12.9 / 20.0,
 // 2048x4096 10.8 / 21.6 -> 13.2 / 22.8; at 2 threads Q6_K 2048x768 20.3 -> 23.3, Q8_0 2048x768 19.6 -> 23.3,
 // MXFP4 2048x768 15.5 -> 17.7 and 2048x4096 14.5 -> 19.8 (F32 2048x4096 23.5 -> 22.4, within the noise). The
-// Qwen3-30B-A3B-shaped decode at -t 2: faster in 7 of 10 alternating runs, medians 10.56 -> 10.75 tok/s.
+// Qwen3-30B-A3B-shaped decode at -t 2: faster in 7 of 10 alternating runs, medians 10.56 -> 10.75 tok/s. On Zen 4
+// one stream reads faster, and the K-quant rows take one there (kernels::one_stream_rows).
 template <size_t R, class Group>
 HWY_INLINE void TwoStreamRows(int64_t r0, int64_t r1, const Group& group) {
   const int64_t h = (r1 - r0) / 2;
@@ -139,15 +140,21 @@ HWY_INLINE void TwoStreamRowPointers(const uint8_t* w, size_t row_bytes, float* 
 // Rows r0 .. r1 - 1 of w, tokens four at a time: tile(std::integral_constant<size_t, NT>{}, row, r, t) computes
 // tokens t .. t + NT - 1 of row r (NT = 4, then the 1-3 left over), so each row's blocks are decoded once per
 // four tokens; four tokens' accumulators and the operands fit AVX2's 16 vector registers. One token (decode)
-// takes the rows in two streams (TwoStreamRows). The kernels' common driver (float and integer, portable and
-// AVX2).
+// takes the rows in two streams (TwoStreamRows), or with one_stream in order, one after the other (where
+// kernels::one_stream_rows() says so). The kernels' common driver (float and integer, portable and AVX2).
 // Several tokens take the rows in blocks of ~kRowBlockBytes of weights, and within a block the token tiles outer:
 // a tile's activations stay in L1 over the block's rows, the block's weights in L2 over the tiles. Rows outer
 // read every token's activations again for each row: Qwen3-30B-A3B's F32 router at a 512-token prompt read 4 MiB
 // of x from L3 per row, 128 rows a layer (4% of the prompt's time). The same tiles, so the same results.
 template <class Tile>
 HWY_INLINE void RowsByTokenTiles(const uint8_t* w, size_t row_bytes, int64_t n_tok, int64_t r0, int64_t r1,
-                                 const Tile& tile) {
+                                 bool one_stream, const Tile& tile) {
+  if (n_tok == 1 && one_stream) {
+    for (int64_t r = r0; r < r1; ++r) {
+      tile(std::integral_constant<size_t, 1>{}, w + static_cast<size_t>(r) * row_bytes, r, 0);
+    }
+    return;
+  }
   if (n_tok == 1) {
     TwoStreamRows<1>(r0, r1, [&](auto, const int64_t(&rows)[1]) HWY_ATTR {
       tile(std::integral_constant<size_t, 1>{}, w + static_cast<size_t>(rows[0]) * row_bytes, rows[0], 0);

@@ -306,12 +306,21 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
 }
 
 // One token (decode) of rows r0 .. r1 - 1 by Q4KRows512, two at a time, one from each of two streams
-// (TwoStreamRows): the two rows' blocks are read in turn, 288 bytes of each. Flattened: every group inlined, so
-// the kernel's constants are set up once per call, not once per pair of rows (that cost 15% of the cache-resident
-// speed: MatvecHot/Q4_K/768x2048 at 1 thread 13.6-15.0 -> 12.0-12.3 GB/s).
+// (TwoStreamRows): the two rows' blocks are read in turn, 288 bytes of each; or one at a time, in order, where the
+// CPU reads one stream faster (one_stream_rows). Flattened: every group inlined, so the kernel's constants are set
+// up once per call, not once per pair of rows (that cost 15% of the cache-resident speed: MatvecHot/Q4_K/768x2048
+// at 1 thread 13.6-15.0 -> 12.0-12.3 GB/s).
 template <class B>
 HWY_FLATTEN void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
                                 int64_t r1) {
+  if (one_stream_rows()) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* const rw[1] = {w + static_cast<size_t>(r) * row_bytes};
+      float* const ry[1] = {y + r};
+      Q4KRows512<B>(rw, x, ry);
+    }
+    return;
+  }
   TwoStreamRowPointers<2>(w, row_bytes, y, r0, r1, [&](const auto& rw, const auto& ry) HWY_ATTR {
     Q4KRows512<B>(rw, x, ry);
   });
@@ -1376,9 +1385,10 @@ void TokenTileRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t 
 template <template <size_t> class Tile>
 void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
           int64_t r0, int64_t r1) {
-  RowsByTokenTiles(w, row_bytes, n_tok, r0, r1, [&](auto nt, const uint8_t* row, int64_t r, int64_t t) HWY_ATTR {
+  const auto tile = [&](auto nt, const uint8_t* row, int64_t r, int64_t t) HWY_ATTR {
     Tile<decltype(nt)::value>::Run(row, x, t, y + t * y_stride + r, y_stride);
-  });
+  };
+  RowsByTokenTiles(w, row_bytes, n_tok, r0, r1, one_stream_rows(), tile);
 }
 
 template <size_t NT>

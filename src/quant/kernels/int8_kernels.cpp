@@ -373,7 +373,7 @@ HWY_INLINE void DotTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
 template <class Dec>
 void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
           int64_t r0, int64_t r1) {
-  RowsByTokenTiles(w, row_bytes, n_tok, r0, r1, [&](auto nt, const uint8_t* row, int64_t r, int64_t t) HWY_ATTR {
+  RowsByTokenTiles(w, row_bytes, n_tok, r0, r1, false, [&](auto nt, const uint8_t* row, int64_t r, int64_t t) HWY_ATTR {
     DotTile<Dec, decltype(nt)::value>(row, x, t, y + t * y_stride + r, y_stride);
   });
 }
@@ -518,8 +518,10 @@ HWY_EXPORT(MatmulRows16Q8);
 namespace {
 
 std::atomic<int> g_split_for_test{-1};
+std::atomic<int> g_one_stream_for_test{-1};
 
-bool cpu_splits_512bit_ops() {
+// AMD family 19h: Zen 3 (no AVX-512) and Zen 4.
+bool cpu_is_amd_family_19h() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
@@ -539,12 +541,20 @@ bool cpu_splits_512bit_ops() {
 }  // namespace
 
 bool splits_512bit_ops() {
-  static const bool cpu = cpu_splits_512bit_ops();
+  static const bool cpu = cpu_is_amd_family_19h();
   const int forced = g_split_for_test.load(std::memory_order_relaxed);
   return forced < 0 ? cpu : forced != 0;
 }
 
 void set_512bit_split_for_test(int split) { g_split_for_test.store(split, std::memory_order_relaxed); }
+
+bool one_stream_rows() {
+  static const bool cpu = cpu_is_amd_family_19h();
+  const int forced = g_one_stream_for_test.load(std::memory_order_relaxed);
+  return forced < 0 ? cpu : forced != 0;
+}
+
+void set_one_stream_rows_for_test(int one) { g_one_stream_for_test.store(one, std::memory_order_relaxed); }
 
 std::string int8_kernels_name() {
   const unsigned arm = arm::features();
@@ -552,6 +562,7 @@ std::string int8_kernels_name() {
   const int64_t target = HWY_DYNAMIC_DISPATCH(Target)();
   std::string name = hwy::TargetName(target);
   if (target == HWY_AVX3_DL && splits_512bit_ops()) name += " (512-bit operations split: MXFP4 rows in 256 bits)";
+  if (one_stream_rows()) name += ", one-token K-quant rows read in one stream per thread";
   return name;
 }
 

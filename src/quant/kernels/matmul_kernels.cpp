@@ -363,7 +363,7 @@ HWY_INLINE void DotTile(const uint8_t* HWY_RESTRICT row, int64_t cols, const flo
 template <class Dec>
 void Rows(const uint8_t* w, size_t row_bytes, int64_t cols, const float* x, int64_t n_tok, float* y,
           int64_t y_stride, int64_t r0, int64_t r1) {
-  RowsByTokenTiles(w, row_bytes, n_tok, r0, r1, [&](auto nt, const uint8_t* row, int64_t r, int64_t t) HWY_ATTR {
+  RowsByTokenTiles(w, row_bytes, n_tok, r0, r1, false, [&](auto nt, const uint8_t* row, int64_t r, int64_t t) HWY_ATTR {
     DotTile<Dec, decltype(nt)::value>(row, cols, x + t * cols, y + t * y_stride + r, y_stride);
   });
 }
