@@ -121,16 +121,16 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* q) {
 }
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-// One token of one Q4_K row (decode) in 512-bit vectors, the formula of Q4KTile below, two blocks A, B at a time.
-// Each 32 bytes of nibbles broadcast to both halves of a vector and shifted by 0 / 4 bits per half (vpsrlvw) give
-// sub-blocks 2p and 2p + 1 side by side; the 64 activation codes they meet are one load, and their products and
-// scales take four or five operations per 64 elements (Q4KBlockSums512) where the 256-bit kernel takes eleven. The
+// One token of one Q4_K row (decode) in 512-bit vectors, the formula of Q4KTile below, two blocks A, B at a time. Each
+// 32 bytes of nibbles broadcast to both halves of a vector and shifted by 0 / 4 bits per half (vpsrlvw) give sub-blocks
+// 2p and 2p + 1 side by side; the 64 activation codes they meet are one load, and their products and scales take 4.5
+// operations per 64 elements with VNNI, 6 without (Q4KBlockSums512), where the 256-bit kernel takes eleven. The
 // per-block work around them (unpacking 6-bit scales and mins, the min term, the float scales) is what the 256-bit
-// kernel spends most of its operations on; here one 256-bit unpacking, one min pmaddwd and one fp16 conversion
-// serve both blocks (one block at a time measured no faster than the 256-bit kernel). bench_matvec
-// MatvecHot/Q4_K/768x2048, 6 alternating runs on a 2.1 GHz Xeon (AVX3_DL), medians, GB/s at 1 / 2 threads: 10.2 /
-// 22.6 -> 13.2 / 23.7 (faster in 6 / 5 of 6); Qwen3-30B-A3B-shaped Q4_K_M decode at -t 2, 9 alternating runs: 8.0
-// -> 8.9 tok/s (medians; faster in 6, slower in 1).
+// kernel spends most of its operations on; here one 256-bit unpacking, one min pmaddwd and one fp16 conversion serve
+// both blocks (one block at a time measured no faster than the 256-bit kernel). bench_matvec MatvecHot/Q4_K/768x2048, 6
+// alternating runs on a 2.1 GHz Xeon (AVX3_DL), medians, GB/s at 1 / 2 threads: 10.2 / 22.6 -> 13.2 / 23.7 (faster in 6
+// / 5 of 6); Qwen3-30B-A3B-shaped Q4_K_M decode at -t 2, 9 alternating runs: 8.0 -> 8.9 tok/s (medians; faster in 6,
+// slower in 1).
 
 // The scales (bytes 0-7) and mins (8-15) of block A in the low 128 bits, of block B in the high: Q4KScalesMins
 // on both at once.
@@ -218,15 +218,15 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
   const int8_t* xq = x.q;        // the one token's codes, sums of 16 and block scales
   const int16_t* xs = x.sums;
   const float* xd = x.d;
-  // The scales and mins reach the int16 lanes by pshufb, which widens a byte with a zero (an index byte of 0x80)
-  // and works within 128 bits: on a vector holding a block's 16 bytes (Q4KScalesMins2) in each 128 bits, pick[p]
-  // puts scale 2p in the low half and 2p + 1 in the high half; on one holding block A's bytes in the low half and
-  // B's in the high, min_pick puts each min twice, to meet the activation's sums of 16. One single-uop shuffle
-  // each, where vpermw on the widened bytes took two (port 5; llvm-mca -mcpu=icelake-server). bench_matvec GB/s,
-  // medians of 8-10 runs interleaved in one process, two sessions, vpermw -> this: MatvecHot/Q4_K/768x2048 at 1
-  // thread 15.0 -> 18.4, 15.8 -> 16.8, 2 threads 27.2 -> 27.5, 25.5 -> 27.2; Matvec/Q4_K/2048x4096 at 2 threads
-  // 28.6 -> 27.3, 22.6 -> 25.5; 2048x768 20.9 -> 22.6, 19.3 -> 20.4. Qwen3-30B-A3B-shaped decode at -t 2, 5
-  // rounds of 2 runs each: medians 11.40 -> 12.26 tok/s, faster in 4 rounds. The sums are the same integers.
+  // The scales and mins reach the int16 lanes by pshufb, which widens a byte with a zero (an index byte of 0x80) and
+  // works within 128 bits: on a vector holding a block's 16 bytes (Q4KScalesMins2) in each 128 bits, pick[c] puts four
+  // sub-blocks' scales where their packed quad sums are (below); on one holding block A's bytes in the low half and B's
+  // in the high, min_pick puts each min twice, to meet the activation's sums of 16. One single-uop shuffle each, where
+  // vpermw on the widened bytes took two (port 5; llvm-mca -mcpu=icelake-server). bench_matvec GB/s, medians of 8-10
+  // runs interleaved in one process, two sessions, vpermw -> this: MatvecHot/Q4_K/768x2048 at 1 thread 15.0 -> 18.4,
+  // 15.8 -> 16.8, 2 threads 27.2 -> 27.5, 25.5 -> 27.2; Matvec/Q4_K/2048x4096 at 2 threads 28.6 -> 27.3, 22.6 -> 25.5;
+  // 2048x768 20.9 -> 22.6, 19.3 -> 20.4. Qwen3-30B-A3B-shaped decode at -t 2, 5 rounds of 2 runs each: medians 11.40 ->
+  // 12.26 tok/s, faster in 4 rounds. The sums are the same integers.
   const auto word = [](int byte) { return static_cast<int16_t>(static_cast<uint16_t>(0x8000 | byte)); };
   // pick[c]: in the first two 128 bits, scale 4c in words 0-3 and 4c + 2 in words 4-7; in the last two, 4c + 1
   // and 4c + 3 (the packed quad sums of sub-blocks 4c .. 4c + 3: Q4KBlockSums512)
@@ -1381,24 +1381,29 @@ void TokenTileRows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t 
   for (; r < r1; ++r) AnyTokenTile<W, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, x, n_tok, y + r, y_stride);
 }
 
-// Rows r0 .. r1 - 1 by RowsByTokenTiles (block_bytes-inl.h) with Tile<NT>::Run.
+// Rows r0 .. r1 - 1 by RowsByTokenTiles (block_bytes-inl.h) with Tile<NT>::Run; one token's rows in one stream
+// where one_stream_rows() says so and the tile is a K-quant's (Tile<1>::kOneStream: measured there; the others keep
+// two).
 template <template <size_t> class Tile>
 void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride,
           int64_t r0, int64_t r1) {
   const auto tile = [&](auto nt, const uint8_t* row, int64_t r, int64_t t) HWY_ATTR {
     Tile<decltype(nt)::value>::Run(row, x, t, y + t * y_stride + r, y_stride);
   };
-  RowsByTokenTiles(w, row_bytes, n_tok, r0, r1, one_stream_rows(), tile);
+  constexpr bool kKQuant = requires { Tile<1>::kOneStream; };
+  RowsByTokenTiles(w, row_bytes, n_tok, r0, r1, kKQuant && one_stream_rows(), tile);
 }
 
 template <size_t NT>
 struct Q4K {
+  static constexpr bool kOneStream = true;  // one token's rows may be read in one stream (Rows)
   static HWY_INLINE void Run(const uint8_t* r, const Q8Rows& x, int64_t t0, float* y, int64_t ys) {
     Q4KTile<NT>(r, x, t0, y, ys);
   }
 };
 template <size_t NT>
 struct Q6K {
+  static constexpr bool kOneStream = true;  // one token's rows may be read in one stream (Rows)
   static HWY_INLINE void Run(const uint8_t* r, const Q8Rows& x, int64_t t0, float* y, int64_t ys) {
     Q6KTile<NT>(r, x, t0, y, ys);
   }

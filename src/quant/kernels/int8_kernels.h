@@ -104,7 +104,7 @@ void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out);
 
 // The integer kernels this CPU runs, for logs and test output: "NEON + sdot + smmla" or "NEON + sdot" on Arm
 // CPUs with the dot-product extensions (int8_arm.h), else the Highway target's name ("AVX3_DL", "AVX2", "NEON"),
-// saying so where splits_512bit_ops() changes a kernel.
+// saying so where splits_512bit_ops() or one_stream_rows() changes a kernel.
 std::string int8_kernels_name();
 
 // Whether this CPU runs each 512-bit vector operation as two 256-bit halves: AMD family 19h (Zen 4, the family's
@@ -115,17 +115,17 @@ bool splits_512bit_ops();
 // those kernels run on any AVX-512 CPU.
 void set_512bit_split_for_test(int split);
 
-// Whether the one-token (decode) products of Q4_K, Q5_K and Q6_K, and of the types the integer kernels take row by
-// row, read a thread's rows in order, one row after the other (one stream), instead of two rows at a time from the
-// two halves of its share (TwoStreamRows, block_bytes-inl.h). True on AMD family 19h (measured on Zen 4; Zen 3 is
-// the same family), false elsewhere. On Zen 4 a thread reads fastest in one stream (bench_matvec
-// ReadBandwidth/1GiB/2/<streams> on a 2-vCPU EPYC: 31.2 / 26.4 / 19.3 GB/s in 1 / 2 / 8 streams per thread), where on
-// Xeons two streams read faster than one (block_bytes-inl.h). There, 3 alternating runs of each binary, medians,
-// GB/s at 2 threads, two streams -> one: Matvec/Q4_K/2048x4096 31.3 -> 34.0, 768x2048 25.7 -> 28.9, Q6_K/2048x4096
-// 28.1 -> 30.9, 768x2048 27.5 -> 29.1, Q5_K/2048x4096 27.9 -> 35.4 but 2048x768 26.0 -> 24.8; Qwen3-30B-A3B-shaped
-// Q4_K_M decode at -t 2 (48 tokens), 10 alternating pairs: 15.97 -> 16.62 tok/s (medians; faster in 8). The float
-// types (F16 26.4 -> 25.1 at 2048x4096) and the 32-blocks (four rows at a time: two close streams, far slower) keep
-// two. A row's result does not depend on the order, so both give the same bits. From CPUID, read once.
+// Whether the one-token (decode) products of Q4_K and Q6_K (and Q5_K's, on AVX-512) in the AVX2 and AVX-512 kernels
+// (int8_avx2-inl.h) read a thread's rows in order, one row after the other (one stream), instead of a row of each half
+// of its share in turn (TwoStreamRows, block_bytes-inl.h). True on AMD family 19h (measured on Zen 4; Zen 3 is the same
+// family), false elsewhere. On Zen 4 a thread reads fastest in one stream (bench_matvec ReadBandwidth/1GiB/2/<streams>
+// on a 2-vCPU EPYC: 31.2 / 26.4 / 19.3 GB/s in 1 / 2 / 8 streams per thread), where on Xeons two streams read faster
+// than one (block_bytes-inl.h). There, 3 alternating runs of each binary, medians, GB/s at 2 threads, two streams ->
+// one: Matvec/Q4_K/2048x4096 31.3 -> 34.0, 768x2048 25.7 -> 28.9, Q6_K/2048x4096 28.1 -> 30.9, 768x2048 27.5 -> 29.1,
+// Q5_K/2048x4096 27.9 -> 35.4 but 2048x768 26.0 -> 24.8; Qwen3-30B-A3B-shaped Q4_K_M decode at -t 2 (48 tokens), 10
+// alternating pairs: 15.97 -> 16.62 tok/s (medians; faster in 8). The float types (F16 26.4 -> 25.1 at 2048x4096), the
+// 32-blocks (four rows at a time: two close streams, far slower) and the portable kernels keep two. A row's result does
+// not depend on the order, so both give the same bits. From CPUID, read once.
 bool one_stream_rows();
 // Tests: one_stream_rows() answers `one` (0 or 1), or the CPU's own answer again (-1).
 void set_one_stream_rows_for_test(int one);
