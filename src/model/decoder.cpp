@@ -11,6 +11,7 @@
 #include "gpu/gpu.h"
 #include "model/gpu_placement.h"
 #include "model/rmsnorm.h"
+#include "quant/kernels/glu_kernels.h"
 #include "util/error.h"
 
 namespace moetier::model {
@@ -330,8 +331,7 @@ void DecoderModel::forward(std::span<const int32_t> tokens, int64_t pos, std::sp
   }
   if (logit_softcap_ > 0.0f) {
     // As the reference engine evaluates it: scale by the reciprocal, tanh, scale back.
-    const float inv = 1.0f / logit_softcap_;
-    for (float& v : logits) v = std::tanh(v * inv) * logit_softcap_;
+    quant::kernels::soft_cap(logits.data(), static_cast<int64_t>(logits.size()), logit_softcap_);
   }
 }
 

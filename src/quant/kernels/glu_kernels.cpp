@@ -33,41 +33,65 @@ struct OaiParams {
   float limit;
 };
 
-template <bool kOai>
+enum class Glu { swiglu, swiglu_oai, geglu };
+
+template <Glu kKind>
 HWY_INLINE hn::Vec<DF> GluLanes(DF df, const OaiParams& p, hn::Vec<DF> gate, hn::Vec<DF> up) {
-  if constexpr (!kOai) {
+  if constexpr (kKind == Glu::swiglu) {
     return hn::Mul(Silu(df, gate, hn::Set(df, -1.0f)), up);
-  } else {
+  } else if constexpr (kKind == Glu::swiglu_oai) {
     const auto limit = hn::Set(df, p.limit);
     const auto g = hn::Min(gate, limit);
     const auto u = hn::Min(hn::Max(up, hn::Neg(limit)), limit);
     return hn::Mul(Silu(df, g, hn::Set(df, -p.alpha)), hn::Add(u, hn::Set(df, 1.0f)));
+  } else {
+    // The formula's operations in its order, no fused multiply-adds: (k x) (1 + (a x) x), then ((x / 2) (1 + t)) up.
+    const auto x = gate;
+    const auto inner = hn::Mul(hn::Mul(hn::Set(df, kSqrt2OverPi), x),
+                               hn::Add(hn::Set(df, 1.0f), hn::Mul(hn::Mul(hn::Set(df, kGeluCoefA), x), x)));
+    const auto t = hn::Tanh(df, inner);
+    return hn::Mul(hn::Mul(hn::Mul(hn::Set(df, 0.5f), x), hn::Add(hn::Set(df, 1.0f), t)), up);
   }
 }
 
-// Whole vectors, then the last n % lanes elements through a zero-padded vector, so every element goes through
-// the same lane operations wherever it sits.
-template <bool kOai>
-HWY_INLINE void GluT(const OaiParams& p, const float* gate, const float* up, float* h, int64_t n) {
+// op(a, b) over whole vectors, then the last n % lanes elements through a zero-padded vector, so every element
+// goes through the same lane operations wherever it sits. out may alias a or b.
+template <class Op>
+HWY_INLINE void Elementwise(const float* a, const float* b, float* out, int64_t n, const Op& op) {
   const DF df;
   const auto N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    hn::StoreU(GluLanes<kOai>(df, p, hn::LoadU(df, gate + i), hn::LoadU(df, up + i)), df, h + i);
-  }
+  for (; i + N <= n; i += N) hn::StoreU(op(df, hn::LoadU(df, a + i), hn::LoadU(df, b + i)), df, out + i);
   if (i == n) return;
-  HWY_ALIGN float g[hn::MaxLanes(df)] = {}, u[hn::MaxLanes(df)] = {};
+  HWY_ALIGN float pa[hn::MaxLanes(df)] = {}, pb[hn::MaxLanes(df)] = {};
   const auto rest = static_cast<size_t>(n - i);
-  std::memcpy(g, gate + i, sizeof(float) * rest);
-  std::memcpy(u, up + i, sizeof(float) * rest);
-  hn::Store(GluLanes<kOai>(df, p, hn::Load(df, g), hn::Load(df, u)), df, g);
-  std::memcpy(h + i, g, sizeof(float) * rest);
+  std::memcpy(pa, a + i, sizeof(float) * rest);
+  std::memcpy(pb, b + i, sizeof(float) * rest);
+  hn::Store(op(df, hn::Load(df, pa), hn::Load(df, pb)), df, pa);
+  std::memcpy(out + i, pa, sizeof(float) * rest);
 }
 
-void Swiglu(const float* gate, const float* up, float* h, int64_t n) { GluT<false>({}, gate, up, h, n); }
+template <Glu kKind>
+HWY_INLINE void GluT(const OaiParams& p, const float* gate, const float* up, float* h, int64_t n) {
+  Elementwise(gate, up, h, n, [&p](DF df, hn::Vec<DF> g, hn::Vec<DF> u) HWY_ATTR {
+    return GluLanes<kKind>(df, p, g, u);
+  });
+}
+
+void Swiglu(const float* gate, const float* up, float* h, int64_t n) { GluT<Glu::swiglu>({}, gate, up, h, n); }
 
 void SwigluOai(const float* gate, const float* up, float* h, int64_t n, float alpha, float limit) {
-  GluT<true>({alpha, limit}, gate, up, h, n);
+  GluT<Glu::swiglu_oai>({alpha, limit}, gate, up, h, n);
+}
+
+void Geglu(const float* gate, const float* up, float* h, int64_t n) { GluT<Glu::geglu>({}, gate, up, h, n); }
+
+// cap * tanh(v * (1 / cap)) in place; the second operand is unused (v again).
+void SoftCap(float* v, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  Elementwise(v, v, v, n, [inv, cap](DF df, hn::Vec<DF> x, hn::Vec<DF>) HWY_ATTR {
+    return hn::Mul(hn::Tanh(df, hn::Mul(x, hn::Set(df, inv))), hn::Set(df, cap));
+  });
 }
 
 }  // namespace HWY_NAMESPACE
@@ -79,12 +103,18 @@ namespace moetier::quant::kernels {
 
 HWY_EXPORT(Swiglu);
 HWY_EXPORT(SwigluOai);
+HWY_EXPORT(Geglu);
+HWY_EXPORT(SoftCap);
 
 void swiglu(const float* gate, const float* up, float* h, int64_t n) { HWY_DYNAMIC_DISPATCH(Swiglu)(gate, up, h, n); }
 
 void swiglu_oai(const float* gate, const float* up, float* h, int64_t n, float alpha, float limit) {
   HWY_DYNAMIC_DISPATCH(SwigluOai)(gate, up, h, n, alpha, limit);
 }
+
+void geglu(const float* gate, const float* up, float* h, int64_t n) { HWY_DYNAMIC_DISPATCH(Geglu)(gate, up, h, n); }
+
+void soft_cap(float* v, int64_t n, float cap) { HWY_DYNAMIC_DISPATCH(SoftCap)(v, n, cap); }
 
 }  // namespace moetier::quant::kernels
 #endif  // HWY_ONCE
