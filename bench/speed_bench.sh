@@ -19,8 +19,10 @@
 # first PREFILL length.
 #
 # Decode is memory-bound: every token reads the dense weights (all but token_embd, a row lookup; output.weight
-# included) and n_expert_used experts per MoE layer (`moetier inspect --json`: decode_read_per_token.bytes). The
-# machine's read bandwidth at the same thread count over those bytes is the decode bound. bench_matvec's
+# included) and n_expert_used experts per MoE layer (`moetier inspect --json`: decode_read_per_token.bytes), and a
+# recurrent model (qwen35moe) reads its state and writes it back (2 x decode_read_per_token.recurrent_state_bytes:
+# 2 x 60 MiB at Qwen3.5-35B-A3B's shapes, past any L3). The machine's read bandwidth at the same thread count over
+# those bytes is the decode bound. bench_matvec's
 # ReadBandwidth measures it with 1, 2 and 8 streams per thread (one sequential read; the one-token kernels' two;
 # the most found): once before each decode-measuring run (those of the first PREFILL length) and once after the
 # last, so the medians span the same minutes as the runs on a host whose bandwidth drifts. The bound is the
@@ -32,7 +34,8 @@
 # rate on one cache-resident copy at the same thread count (the rate when memory does not bound it; median of 3
 # repetitions, measured once before the models). A token reads decode_read_per_token.by_type bytes of each type,
 # so it cannot run faster than 1 / sum over types of bytes / rate: the compute ceiling. Types without a MatvecHot
-# figure (F32 norms and biases, F16 tables: a few MiB) are charged at the 1-stream read bandwidth. Where the runs
+# figure (F32 norms and biases, F16 tables: a few MiB) and the recurrent state's traffic are charged at the
+# 1-stream read bandwidth. Where the runs
 # held dense matrices repacked (quant/repack.h; the run log's "repack:" line), those bytes (dense_by_type) take the
 # repacked layout's rate, MatvecHot/TYPE.rows16.
 #
@@ -135,8 +138,10 @@ rows=()
 for m in "${models[@]}"; do
   name=$(basename "$m" .gguf)
   info=$("$bin" inspect "$m" --json)
-  bytes=$(jq -r '.decode_read_per_token.bytes' <<< "$info")
+  state=$(jq -r '.decode_read_per_token.recurrent_state_bytes // 0' <<< "$info")
+  bytes=$(($(jq -r '.decode_read_per_token.bytes' <<< "$info") + 2 * state))
   by_type=$(jq -r '.decode_read_per_token.by_type | to_entries[] | "\(.key) \(.value)"' <<< "$info")
+  if [ "$state" -gt 0 ]; then by_type+=$'\n'"recurrent_state $((2 * state))"; fi
   dense_by_type=$(jq -r '.decode_read_per_token.dense_by_type | to_entries[] | "\(.key) \(.value)"' <<< "$info")
   vocab=$(jq -r '.tokenizer.n_vocab // empty' <<< "$info")
   if [ -z "$vocab" ] || [ "$vocab" -le 0 ]; then echo "speed_bench: $m has no vocabulary" >&2; exit 1; fi
@@ -187,7 +192,8 @@ done
 echo "experts resident (mapped, page cache warm), -t $threads; decode: median of $runs runs of $tokens tokens after a" \
      "${lengths[0]}-token prompt; prefill: median of $runs runs per prompt length; read bandwidth: bench_matvec" \
      "ReadBandwidth at $threads threads with 1 / 2 / 8 streams per thread, median of $((runs + 1)) samples taken" \
-     "between the decode runs; bound: the 1-stream read over the bytes per token; % of bound: the median over the" \
+     "between the decode runs; bound: the 1-stream read over the bytes per token (weights, and a recurrent" \
+     "model's state read and written back); % of bound: the median over the" \
      "decode runs of each run's bytes/s against the mean read of the samples just before and after it; compute" \
      "ceiling: bench_matvec MatvecHot at $threads threads per weight type over the bytes of each type a token reads" \
      "(the dense matrices a run repacked at their layout's rate, MatvecHot/TYPE.rows16)"

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "gguf/gguf.h"
+#include "model/registry.h"
 #include "moe/expert_layout.h"
 #include "quant/ggml_type.h"
 
@@ -170,7 +171,17 @@ json describe(const gguf::GgufModel& m) {
     for (const auto* t : le.stacked)
       read_by_type[std::string(quant::type_name(t->type))] += used * (t->n_bytes / static_cast<uint64_t>(le.n_expert));
   }
+  // A recurrent model's state (qwen35moe: the DeltaNet blocks' delta-rule matrices and convolution windows, 60 MiB
+  // at Qwen3.5-35B-A3B's shapes, past any L3) is read and written back whole by every decode token, beside the
+  // weights; 0 for attention-only models, vocabulary-only files and architectures moetier does not load.
+  const model::ArchitectureEntry* entry = model::find_architecture(arch);
+  const uint64_t state_bytes =
+      entry == nullptr || m.tensors().empty()
+          ? 0
+          : static_cast<uint64_t>(std::max<int64_t>(entry->summarize(m).recurrent_floats_per_sequence, 0)) *
+                sizeof(float);
   j["decode_read_per_token"] = {{"bytes", dense_read + expert_read},
+                                {"recurrent_state_bytes", state_bytes},
                                 {"by_type", read_by_type},
                                 {"dense_by_type", dense_by_type},
                                 {"dense_bytes", dense_read},
@@ -221,6 +232,8 @@ void print_text(const json& j) {
                                                       : "token_embd left out: a row lookup",
                human_bytes(rd["expert_bytes"].get<uint64_t>()), j["moe_layers"].size(),
                rd["n_expert_used"].get<uint64_t>());
+  if (const uint64_t state = j["decode_read_per_token"]["recurrent_state_bytes"]; state > 0)
+    fmt::print("                  and {} of recurrent state read and written back\n", human_bytes(state));
   if (!j["moe_layers"].empty()) {
     fmt::print("per layer:    {:>5} {:>8} {:>14} {:>12}\n", "layer", "experts", "one expert", "dense");
     for (const auto& l : j["moe_layers"])

@@ -95,6 +95,19 @@ TEST(Inspect, SummarisesEverySharedModel) {
         EXPECT_EQ(b.get<uint64_t>(), dense_by_type[type] + expert_by_type[type]) << type;
       }
       EXPECT_EQ(by_type_sum, dense_read + expert_read);
+      // A DeltaNet layer's state, from its tensors' shapes: the convolution window (kernel - 1 positions of
+      // ssm_conv1d's channels) and n_v_heads matrices of head_v_dim x head_k_dim (ssm_a: one value per v head).
+      uint64_t state_floats = 0;
+      for (const auto& t : model.tensors()) {
+        if (!t.name.ends_with(".ssm_conv1d.weight")) continue;
+        const std::string blk = t.name.substr(0, t.name.size() - std::string("ssm_conv1d.weight").size());
+        const uint64_t n_v = static_cast<uint64_t>(model.get(blk + "ssm_a").ne[0]);
+        const uint64_t head_k = model.metadata().get_uint(a + ".ssm.state_size");
+        const uint64_t head_v = model.metadata().get_uint(a + ".ssm.inner_size") / n_v;
+        state_floats += static_cast<uint64_t>((t.ne[0] - 1) * t.ne[1]) + n_v * head_v * head_k;
+      }
+      EXPECT_EQ(rd["recurrent_state_bytes"].get<uint64_t>(), state_floats * sizeof(float));
+      if (a == "qwen35moe") EXPECT_GT(state_floats, 0u);
     }
     const auto& md = model.metadata();
     if (md.has("tokenizer.ggml.tokens"))
