@@ -21,7 +21,7 @@
 # Decode is memory-bound: every token reads the dense weights (all but token_embd, a row lookup; output.weight
 # included) and n_expert_used experts per MoE layer (`moetier inspect --json`: decode_read_per_token.bytes), and a
 # recurrent model (qwen35moe) reads its state and writes it back (2 x decode_read_per_token.recurrent_state_bytes:
-# 2 x 60 MiB at Qwen3.5-35B-A3B's shapes, past any L3). The machine's read bandwidth at the same thread count over
+# 2 x 62.8 MiB at Qwen3.5-35B-A3B's shapes, past any L3). The machine's read bandwidth at the same thread count over
 # those bytes is the decode bound. bench_matvec's
 # ReadBandwidth measures it with 1, 2 and 8 streams per thread (one sequential read; the one-token kernels' two;
 # the most found): once before each decode-measuring run (those of the first PREFILL length) and once after the

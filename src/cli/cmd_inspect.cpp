@@ -1,6 +1,7 @@
 // `moetier inspect MODEL [--json]`: what a GGUF model is and where its expert bytes live.
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <string>
 
@@ -171,15 +172,23 @@ json describe(const gguf::GgufModel& m) {
     for (const auto* t : le.stacked)
       read_by_type[std::string(quant::type_name(t->type))] += used * (t->n_bytes / static_cast<uint64_t>(le.n_expert));
   }
-  // A recurrent model's state (qwen35moe: the DeltaNet blocks' delta-rule matrices and convolution windows, 60 MiB
+  // A recurrent model's state (qwen35moe: the DeltaNet blocks' delta-rule matrices and convolution windows, 62.8 MiB
   // at Qwen3.5-35B-A3B's shapes, past any L3) is read and written back whole by every decode token, beside the
-  // weights; 0 for attention-only models, vocabulary-only files and architectures moetier does not load.
-  const model::ArchitectureEntry* entry = model::find_architecture(arch);
-  const uint64_t state_bytes =
-      entry == nullptr || m.tensors().empty()
-          ? 0
-          : static_cast<uint64_t>(std::max<int64_t>(entry->summarize(m).recurrent_floats_per_sequence, 0)) *
-                sizeof(float);
+  // weights; 0 for attention-only models, vocabulary-only files and architectures moetier does not load. Sizing it
+  // takes the architecture's hyperparameters: where they do not load (a bad or missing key), inspect still
+  // describes the file, with the field null and the reason beside it.
+  json state_bytes = 0;
+  std::string state_error;
+  if (const model::ArchitectureEntry* entry = model::find_architecture(arch);
+      entry != nullptr && !m.tensors().empty()) {
+    try {
+      state_bytes = static_cast<uint64_t>(std::max<int64_t>(entry->summarize(m).recurrent_floats_per_sequence, 0)) *
+                    sizeof(float);
+    } catch (const std::exception& e) {
+      state_bytes = nullptr;
+      state_error = e.what();
+    }
+  }
   j["decode_read_per_token"] = {{"bytes", dense_read + expert_read},
                                 {"recurrent_state_bytes", state_bytes},
                                 {"by_type", read_by_type},
@@ -189,6 +198,7 @@ json describe(const gguf::GgufModel& m) {
                                 {"n_expert_used", k},
                                 {"token_embd_bytes", embd_bytes},
                                 {"token_embd_is_output", !has_output && embd_bytes > 0}};
+  if (!state_error.empty()) j["decode_read_per_token"]["recurrent_state_error"] = state_error;
   return j;
 }
 
@@ -232,7 +242,9 @@ void print_text(const json& j) {
                                                       : "token_embd left out: a row lookup",
                human_bytes(rd["expert_bytes"].get<uint64_t>()), j["moe_layers"].size(),
                rd["n_expert_used"].get<uint64_t>());
-  if (const uint64_t state = j["decode_read_per_token"]["recurrent_state_bytes"]; state > 0)
+  if (const auto& rd = j["decode_read_per_token"]; rd.contains("recurrent_state_error"))
+    fmt::print("                  recurrent state not sized: {}\n", rd["recurrent_state_error"].get<std::string>());
+  else if (const uint64_t state = rd["recurrent_state_bytes"]; state > 0)
     fmt::print("                  and {} of recurrent state read and written back\n", human_bytes(state));
   if (!j["moe_layers"].empty()) {
     fmt::print("per layer:    {:>5} {:>8} {:>14} {:>12}\n", "layer", "experts", "one expert", "dense");

@@ -12,6 +12,7 @@
 #include "cli/run_cli.h"
 #include "gguf/gguf.h"
 #include "gguf/raw_gguf.h"
+#include "model/model_rewrite.h"
 #include "quant/ggml_type.h"
 
 namespace moetier {
@@ -230,6 +231,24 @@ TEST_F(InspectBadFile, UnknownTensorType) {
 
 TEST_F(InspectBadFile, MissingFile) {
   expect_clean_error(dir / "does-not-exist.gguf", {});
+}
+
+// A file whose hyperparameters do not load (here the recurrent model's DeltaNet state size is missing) is still
+// described: only the recurrent state, which needs them, is left unsized, with the reason.
+TEST(Inspect, DescribesAFileWhoseHyperparametersDoNotLoad) {
+  const fs::path p = test::rewrite_model(test::oracle_model("tiny-qwen35moe-Q4_K_M"), "inspect_hparams",
+                                         "no-state-size.gguf",
+                                         [](gguf::Metadata& md) { md.erase("qwen35moe.ssm.state_size"); });
+  auto r = test::run_cli("inspect --json '" + p.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = json::parse(r.output);
+  const auto& rd = j["decode_read_per_token"];
+  EXPECT_TRUE(rd["recurrent_state_bytes"].is_null()) << rd.dump();
+  EXPECT_NE(rd["recurrent_state_error"].get<std::string>().find("ssm.state_size"), std::string::npos) << rd.dump();
+  EXPECT_GT(rd["bytes"].get<uint64_t>(), 0u);
+  r = test::run_cli("inspect '" + p.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("recurrent state not sized"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Gated linear unit kernels, and the logit soft-cap that shares their tanh (Highway, dispatched at run time like the
-// matmul kernels); the formulas and their constants are model/glu.h's, which calls these.
+// matmul kernels); model/glu.h (the GLUs, with their sources) and model/decoder.cpp (the soft-cap) call these.
 //   swiglu:      h = silu(gate) * up,  silu(x) = x / (1 + e^-x)
 //   swiglu_oai:  g = min(gate, limit); u = clamp(up, -limit, limit); h = g * sigmoid(alpha * g) * (u + 1)
 //   geglu:       h = gelu(gate) * up,  gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))
@@ -10,10 +10,13 @@
 // 19% of the decode profile on a 2.1 GHz Xeon (perf, cpu-clock, 64 tokens at -t 2) while the other thread idled.
 //
 // e^x is hwy/contrib/math's Exp (max error 1 ULP against std::exp), so h is within a few ULP of the formula
-// evaluated with std::exp (tests/model/glu_test.cpp). tanh is its Tanh (max error 4 ULP against std::tanh): Gemma's
-// GEGLU and soft-cap took 3% of its decode profile with std::tanh (2-vCPU AMD EPYC, Zen 4, gemma-4-26b-a4b Q4_K_M
-// at -t 2: ~230k GEGLU elements and 262k logits a token). The last n % lanes elements go through a zero-padded
-// vector, so an element's result does not depend on n or on its position.
+// evaluated with std::exp (tests/model/glu_test.cpp). tanh is its Tanh (max error 4 ULP against std::tanh), which
+// GEGLU's 1 + tanh turns into an absolute error near 1 + tanh = 0 (large negative gates): there h is within a few ULP
+// of x up / 2, not of h. With std::tanh, libm's tanhf and expm1f took 3.1% of the samples of a gemma-4-26b-a4b
+// Q4_K_M profile (its load included; ~230k GEGLU elements and 262k logits a token); vectorised, decode went 10.55 ->
+// 11.39 tok/s (2-vCPU AMD EPYC, Zen 4, -t 2, 6 alternating pairs, medians, faster in 5; runs vary by +-5%, so the
+// gain is not known closer than that). The last n % lanes elements go through a zero-padded vector, so an element's
+// result does not depend on n or on its position.
 #pragma once
 
 #include <cstdint>
