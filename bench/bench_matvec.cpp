@@ -112,8 +112,8 @@ moetier::util::ThreadPool& pool(int threads) {
 // may see a 300 MiB L3).
 // hot: one copy, multiplied again and again, so it stays in cache: the kernel's compute ceiling, which must be
 // well above the read bandwidth for a DRAM-bound product to reach it.
-// layout rows16: the weights repacked at setup (quant/repack.h), as the engine holds its Q8_0 matrices where this
-// CPU has the kernels (registered only there).
+// layout rows16: the weights repacked at setup (quant/repack.h), as the engine holds its Q8_0 and Q4_K matrices
+// where this CPU has the kernels (registered only there).
 void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool reference,
                quant::ActivationRounding rounding, bool hot, quant::WeightLayout layout) {
   const int threads = static_cast<int>(state.range(0));
@@ -364,25 +364,29 @@ int register_all() {
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok, kGguf)->Arg(1)->Arg(2)->UseRealTime();
     }
   }
-  // The rows16 layout where this CPU reads it (Q8_0.rows16 in the names): the same products from repacked weights.
-  if (quant::kernels::has_rows16_kernel(GgmlType::Q8_0)) {
-    constexpr auto kRows16 = quant::WeightLayout::rows16;
-    const auto match = quant::ActivationRounding::match_ggml;
+  // The rows16 layout where this CPU reads it (TYPE.rows16 in the names): the same products from repacked weights.
+  constexpr auto kRows16 = quant::WeightLayout::rows16;
+  const auto match = quant::ActivationRounding::match_ggml;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    if (!quant::kernels::has_rows16_kernel(t)) continue;
+    const std::string type = std::string(quant::type_name(t)) + ".rows16/";
     for (const Shape& s : shapes) {
-      const std::string name = std::string("Matvec/Q8_0.rows16/") + s.name;
-      benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, GgmlType::Q8_0, s.rows, s.cols, false, match, false,
-                                   kRows16)
+      if (s.cols % quant::traits(t).block_size != 0) continue;
+      const std::string name = "Matvec/" + type + s.name;
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, s.rows, s.cols, false, match, false, kRows16)
           ->Arg(1)->Arg(2)->UseRealTime();
     }
-    auto* b = benchmark::RegisterBenchmark("MatvecHot/Q8_0.rows16/768x2048", BM_Matvec, GgmlType::Q8_0, 768, 2048,
-                                           false, match, true, kRows16)
+    const std::string hot = "MatvecHot/" + type + "768x2048";
+    auto* b = benchmark::RegisterBenchmark(hot.c_str(), BM_Matvec, t, 768, 2048, false, match, true, kRows16)
                   ->UseRealTime();
     for (int64_t n : rb_threads) b->Arg(n);
-    for (int64_t n_tok : {8, 12, 128}) {
-      const std::string name = "Matmul/Q8_0.rows16/768x2048/tok" + std::to_string(n_tok);
-      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, GgmlType::Q8_0, 768, 2048, n_tok, kRows16)
+    for (int64_t n_tok : {8, 12, 64, 128}) {
+      const std::string name = "Matmul/" + type + "768x2048/tok" + std::to_string(n_tok);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok, kRows16)
           ->Arg(1)->Arg(2)->UseRealTime();
     }
+  }
+  if (quant::kernels::has_rows16_kernel(GgmlType::Q8_0)) {
     // gpt-oss's attention and output rows (2880 columns: a group's 49 KiB outgrow a 48 KiB L1), both layouts.
     for (const auto layout : {kGguf, kRows16}) {
       for (int64_t n_tok : {32, 128}) {

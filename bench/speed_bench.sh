@@ -163,7 +163,7 @@ for m in "${models[@]}"; do
   first=$out/$name.p${lengths[0]}
   f1=$(paired 1 "$samples" "$bytes" "$first" | median); f2=$(paired 2 "$samples" "$bytes" "$first" | median)
   f8=$(paired 8 "$samples" "$bytes" "$first" | median)
-  # The dense matrices the runs held repacked (their log's "repack: N Q8_0 matrices ...") count at their layout's
+  # The dense matrices the runs held repacked (their log's "repack: N matrices (...) ...") count at their layout's
   # rate (MatvecHot/TYPE.rows16), the rest of each type at the file layout's.
   repacked=0; grep -q "repack: [0-9]" "$first.1.log" && repacked=1
   split_types=$(awk -v rp="$repacked" '

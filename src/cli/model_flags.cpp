@@ -47,8 +47,8 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "model's experts per layer)")
       ->transform(whole<int64_t>(1));
   cmd.add_flag("--no-repack", no_repack,
-               "keep the dense Q8_0 matrices (resident experts) as the file stores them instead of a copy repacked for "
-               "the AVX512-VNNI kernels (the same results, slower; as llama.cpp)");
+               "keep the dense Q8_0 and Q4_K matrices (resident experts) as the file stores them instead of a copy "
+               "repacked for the AVX512-VNNI kernels (the same results, slower; as llama.cpp)");
   const char* gg = "GPU (Vulkan)";
   cmd.add_option("--n-gpu-layers,--gpu-layers", n_gpu_layers,
                  "-ngl: blocks on the GPU, counted from the last block (as llama.cpp); more than the model's "

@@ -60,8 +60,9 @@ void DecoderModel::setup(const DecoderSizes& s) {
     info_.repack = repacked_.count() == 0
                        ? fmt::format("none: no matrix of a type with a repacked kernel on this CPU ({})",
                                      quant::kernels::int8_kernels_name())
-                       : fmt::format("{} Q8_0 matrices, {:.1f} MiB, 16 rows in the lanes, in {:.2f} s",
-                                     repacked_.count(), static_cast<double>(repacked_.bytes()) / (1024.0 * 1024.0),
+                       : fmt::format("{} matrices ({}), {:.1f} MiB, 16 rows in the lanes, in {:.2f} s",
+                                     repacked_.count(), repacked_.summary(),
+                                     static_cast<double>(repacked_.bytes()) / (1024.0 * 1024.0),
                                      repacked_.seconds());
   }
   info_.n_moe_layers = moe_.n_moe_layers();

@@ -105,7 +105,8 @@ struct ModelInfo {
   // The next-layer prefetch (model/next_layer_guess.h): how the guesses are made, or why none are; empty when
   // the expert source does not read ahead.
   std::string expert_prefetch;
-  // The repacked matrices (ModelOptions::repack): "12 Q8_0 matrices, 1234.0 MiB, 16 rows in the lanes, in 1.2 s",
+  // The repacked matrices (ModelOptions::repack): "12 matrices (4 Q8_0, 8 Q4_K), 1234.0 MiB, 16 rows in the lanes,
+  // in 1.2 s",
   // or "off: <why>".
   std::string repack;
 };

@@ -391,7 +391,8 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     const ProductGroup& g = groups[i];
     const int64_t cols = g.products.front().w.cols;
     if (!fresh[i] || tiled[i]) continue;
-    if (repacked(g)) {  // one token (decode): the rows16 kernel's quad biases; several take the tiles
+    if (repacked(g) && g.products.front().w.type == GgmlType::Q8_0) {
+      // one token (decode): the rows16 Q8_0 kernel's quad biases; several take the tiles
       assert(g.n_tok == 1 && quad_bias + cols / 4 <= scratch.xb_.data() + scratch.xb_.size());
       xq[i].quad_bias = quad_bias;
       kernels::quad_biases(xq[i], g.n_tok);

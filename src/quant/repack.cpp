@@ -1,6 +1,7 @@
 #include "quant/repack.h"
 
 #include <cassert>
+#include <cstddef>
 #include <cstring>
 
 #include "quant/blocks.h"
@@ -8,30 +9,65 @@
 namespace moetier::quant {
 
 bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols) {
-  return type == GgmlType::Q8_0 && rows > 0 && rows % kRows16 == 0 && cols > 0 && cols % kQK == 0;
+  const int64_t block = type == GgmlType::Q8_0 ? kQK : type == GgmlType::Q4_K ? kQK_K : 0;
+  return block > 0 && rows > 0 && rows % kRows16 == 0 && cols > 0 && cols % block == 0;
 }
+
+size_t rows16_block_bytes(GgmlType type) {
+  assert(type == GgmlType::Q8_0 || type == GgmlType::Q4_K);
+  return type == GgmlType::Q8_0 ? kRows16BlockBytes : kRows16Q4KBlockBytes;
+}
+
+namespace {
+
+void repack_q8_0(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b, out += kRows16BlockBytes) {
+    for (int64_t l = 0; l < kRows16; ++l) {
+      BlockQ8_0 blk;
+      const size_t at = static_cast<size_t>(g * kRows16 + l) * row_bytes + static_cast<size_t>(b) * sizeof blk;
+      std::memcpy(&blk, src + at, sizeof blk);
+      std::memcpy(out + 2 * l, &blk.d, 2);
+      for (int q = 0; q < kQK / 4; ++q) {
+        for (int j = 0; j < 4; ++j) {
+          out[32 + 64 * q + 4 * l + j] = static_cast<uint8_t>(static_cast<uint8_t>(blk.qs[4 * q + j]) ^ 0x80u);
+        }
+      }
+    }
+  }
+}
+
+// Every 4 bytes of a row's block go to lane l of one vector: the first 16 (d, dmin, scales) to vectors 0-3, then
+// qs dword i of part p to vector 4 + q4k_rows16_vector(p, i).
+void repack_q4_k(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, uint8_t* out) {
+  static_assert(sizeof(BlockQ4_K) * kRows16 == kRows16Q4KBlockBytes && offsetof(BlockQ4_K, qs) == 16);
+  for (int64_t b = 0; b < nb; ++b, out += kRows16Q4KBlockBytes) {
+    for (int64_t l = 0; l < kRows16; ++l) {
+      const uint8_t* blk =
+          src + static_cast<size_t>(g * kRows16 + l) * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_K);
+      for (int v = 0; v < 4; ++v) std::memcpy(out + 64 * v + 4 * l, blk + 4 * v, 4);
+      for (int p = 0; p < 4; ++p) {
+        for (int i = 0; i < 8; ++i) {
+          std::memcpy(out + 256 + 64 * q4k_rows16_vector(p, i) + 4 * l, blk + 16 + 32 * p + 4 * i, 4);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
                    uint8_t* dst) {
-  assert(type == GgmlType::Q8_0 && cols % kQK == 0 && g0 <= g1 &&
-         row_bytes == static_cast<size_t>(cols / kQK) * sizeof(BlockQ8_0));
-  (void)type;
-  (void)row_bytes;
-  const int64_t nb = cols / kQK;
+  assert(rows16_layout_fits(type, (g1 - g0) * kRows16 + (g0 == g1 ? kRows16 : 0), cols) && g0 <= g1);
+  const bool q8 = type == GgmlType::Q8_0;
+  const int64_t nb = cols / (q8 ? kQK : kQK_K);
+  assert(row_bytes == static_cast<size_t>(nb) * (q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_K)));
   for (int64_t g = g0; g < g1; ++g) {
-    uint8_t* out = dst + static_cast<size_t>(g * nb) * kRows16BlockBytes;
-    for (int64_t b = 0; b < nb; ++b, out += kRows16BlockBytes) {
-      for (int64_t l = 0; l < kRows16; ++l) {
-        BlockQ8_0 blk;
-        const size_t at = static_cast<size_t>(g * kRows16 + l) * row_bytes + static_cast<size_t>(b) * sizeof blk;
-        std::memcpy(&blk, src + at, sizeof blk);
-        std::memcpy(out + 2 * l, &blk.d, 2);
-        for (int q = 0; q < kQK / 4; ++q) {
-          for (int j = 0; j < 4; ++j) {
-            out[32 + 64 * q + 4 * l + j] = static_cast<uint8_t>(static_cast<uint8_t>(blk.qs[4 * q + j]) ^ 0x80u);
-          }
-        }
-      }
+    uint8_t* out = dst + static_cast<size_t>(g) * kRows16 * row_bytes;
+    if (q8) {
+      repack_q8_0(src, row_bytes, nb, g, out);
+    } else {
+      repack_q4_k(src, row_bytes, nb, g, out);
     }
   }
 }

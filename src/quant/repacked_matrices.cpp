@@ -25,6 +25,7 @@ WeightView RepackedMatrices::add(const WeightView& w) {
   auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64));
   if (p == nullptr) throw std::bad_alloc();
   blocks_.emplace_back(p);
+  ++by_type_[w.type];
   repack_rows16(w.type, w.data, w.row_bytes, w.cols, 0, w.rows / kRows16, p);
   bytes_ += n;
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -32,6 +33,15 @@ WeightView RepackedMatrices::add(const WeightView& w) {
   r.data = p;
   r.layout = WeightLayout::rows16;
   return r;
+}
+
+std::string RepackedMatrices::summary() const {
+  std::string s;
+  for (const auto& [type, n] : by_type_) {
+    if (!s.empty()) s += ", ";
+    s += std::to_string(n) + " " + std::string(type_name(type));
+  }
+  return s;
 }
 
 }  // namespace moetier::quant

@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "quant/matmul.h"
@@ -19,6 +21,8 @@ class RepackedMatrices {
   // The rows16 copy of w (which takes() must accept): a view of the same type and shape on memory owned here.
   WeightView add(const WeightView& w);
   size_t count() const { return blocks_.size(); }
+  // The matrices repacked so far by type, "N TYPE" in the order of the type table, comma-separated ("" for none).
+  std::string summary() const;
   uint64_t bytes() const { return bytes_; }
   double seconds() const { return seconds_; }  // wall time add() took, all calls together
 
@@ -27,6 +31,7 @@ class RepackedMatrices {
     void operator()(uint8_t* p) const;
   };
   std::vector<std::unique_ptr<uint8_t, Free>> blocks_;  // one per matrix, [rows * row_bytes] each
+  std::map<GgmlType, size_t> by_type_;                   // matrices per type
   uint64_t bytes_ = 0;
   double seconds_ = 0.0;
 };

@@ -95,7 +95,7 @@ TEST(Engine, RepacksResidentModelsAndSaysWhyNot) {
   c.n_ctx = 64;
   const auto resident = load_engine(c);
   const bool kernels = quant::kernels::has_rows16_kernel(quant::GgmlType::Q8_0);
-  EXPECT_TRUE(has_decision(*resident, "repack", kernels ? "Q8_0 matrices" : "none: ")) << resident->repack();
+  EXPECT_TRUE(has_decision(*resident, "repack", kernels ? " Q8_0)" : "none: ")) << resident->repack();
   EXPECT_EQ(resident->repack(), resident->info().repack);
   c.repack = false;
   EXPECT_TRUE(has_decision(*load_engine(c), "repack", "off (--no-repack)"));

@@ -1,5 +1,5 @@
-// Repacked weights (ModelOptions::repack, quant/repack.h) change how the dense Q8_0 matrices are laid out in
-// memory, never the math: a model's logits and routing, prompt and decode, are bit-identical with and without them;
+// Repacked weights (ModelOptions::repack, quant/repack.h) change how the dense Q8_0 and Q4_K matrices are laid out
+// in memory, never the math: a model's logits and routing, prompt and decode, are bit-identical with and without them;
 // and the start log says what was repacked, or why nothing was.
 #include <cstring>
 #include <numeric>
@@ -38,7 +38,10 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
   const EvalResult off = run(file, false, &off_note);
   EXPECT_EQ(off_note.rfind("off", 0), 0u) << off_note;
   if (quant::kernels::has_rows16_kernel(quant::GgmlType::Q8_0)) {
-    EXPECT_NE(on_note.find("Q8_0 matrices"), std::string::npos) << on_note;
+    // every file here has dense matrices of a repacked type: Q8_0, or Q4_K in the Q4_K_M mixes
+    const bool k_mix = GetParam().find("Q4_K_M") != std::string::npos;
+    EXPECT_NE(on_note.find(k_mix ? " Q4_K" : " Q8_0"), std::string::npos) << on_note;
+    EXPECT_NE(on_note.find(" matrices ("), std::string::npos) << on_note;
   } else {
     EXPECT_EQ(on_note.rfind("none: ", 0), 0u) << on_note;
   }
@@ -52,7 +55,10 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
   EXPECT_EQ(0, std::memcmp(on.logits.data(), one.logits.data(), sizeof(float) * on.logits.size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Q8_0, RepackTest, ::testing::Values("tiny-gptoss-Q8_0", "tiny-qwen3moe-Q8_0"),
+INSTANTIATE_TEST_SUITE_P(Files, RepackTest,
+                         ::testing::Values("tiny-gptoss-Q8_0", "tiny-qwen3moe-Q8_0", "tiny-qwen3moe-Q4_K_M",
+                                           "tiny-qwen35moe-Q4_K_M",
+                                           "tiny-gemma4-Q4_K_M"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s)

@@ -1,6 +1,6 @@
-// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0 matrix goes, and the kernels that read it
-// (int8_rows16-inl.h) give the GGUF-layout kernels' results bit for bit, for one token and several, any split of
-// the rows over threads, and beside GGUF-layout products in one call.
+// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0 or Q4_K matrix goes, and the kernels that read
+// it (int8_rows16-inl.h) give the GGUF-layout kernels' results bit for bit, for one token and several (and a
+// prompt's one), any split of the rows over threads, and beside GGUF-layout products in one call.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -33,9 +33,29 @@ std::vector<uint8_t> random_q8_0(int64_t rows, int64_t cols, std::mt19937& rng) 
   return m;
 }
 
-std::vector<uint8_t> repacked(const std::vector<uint8_t>& gguf, int64_t rows, int64_t cols) {
+// Random Q4_K rows: every scale, min and nibble byte random, fp16 d and dmin +-[2^-10, 2^-4] (a negative dmin
+// included: the kernels must not assume the quantizer's signs).
+std::vector<uint8_t> random_q4_k(int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<uint8_t> m(row_bytes(GgmlType::Q4_K, cols) * static_cast<size_t>(rows));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> mag(1.0f / 1024, 1.0f / 16);
+  for (auto& b : m) b = static_cast<uint8_t>(byte(rng));
+  for (size_t at = 0; at < m.size(); at += sizeof(BlockQ4_K)) {
+    for (const size_t field : {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)}) {
+      const uint16_t h = fp32_to_fp16((byte(rng) & 1 ? -1.0f : 1.0f) * mag(rng));
+      std::memcpy(m.data() + at + field, &h, 2);
+    }
+  }
+  return m;
+}
+
+std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  return type == GgmlType::Q8_0 ? random_q8_0(rows, cols, rng) : random_q4_k(rows, cols, rng);
+}
+
+std::vector<uint8_t> repacked(GgmlType type, const std::vector<uint8_t>& gguf, int64_t rows, int64_t cols) {
   std::vector<uint8_t> out(gguf.size());
-  repack_rows16(GgmlType::Q8_0, gguf.data(), row_bytes(GgmlType::Q8_0, cols), cols, 0, rows / kRows16, out.data());
+  repack_rows16(type, gguf.data(), row_bytes(type, cols), cols, 0, rows / kRows16, out.data());
   return out;
 }
 
@@ -46,34 +66,51 @@ std::vector<float> random_x(int64_t n, std::mt19937& rng) {
   return x;
 }
 
-// A file-layout Q8_0 matrix v1 ([rows1, cols]) and a second one both repacked (v2) and as in the file (v2g).
+// A file-layout matrix v1 ([rows1, cols]) and a second one both repacked (v2) and as in the file (v2g).
 struct TwoMatrices {
   std::vector<uint8_t> w1, w2, w2r;
   WeightView v1, v2, v2g;
-  TwoMatrices(int64_t rows1, int64_t rows2, int64_t cols, std::mt19937& rng)
-      : w1(random_q8_0(rows1, cols, rng)), w2(random_q8_0(rows2, cols, rng)), w2r(repacked(w2, rows2, cols)) {
-    const size_t rb = row_bytes(GgmlType::Q8_0, cols);
-    v1 = WeightView{GgmlType::Q8_0, w1.data(), rows1, cols, rb};
-    v2 = WeightView{GgmlType::Q8_0, w2r.data(), rows2, cols, rb};
+  TwoMatrices(GgmlType type, int64_t rows1, int64_t rows2, int64_t cols, std::mt19937& rng)
+      : w1(random_matrix(type, rows1, cols, rng)),
+        w2(random_matrix(type, rows2, cols, rng)),
+        w2r(repacked(type, w2, rows2, cols)) {
+    const size_t rb = row_bytes(type, cols);
+    v1 = WeightView{type, w1.data(), rows1, cols, rb};
+    v2 = WeightView{type, w2r.data(), rows2, cols, rb};
     v2.layout = WeightLayout::rows16;
-    v2g = WeightView{GgmlType::Q8_0, w2.data(), rows2, cols, rb};
+    v2g = WeightView{type, w2.data(), rows2, cols, rb};
   }
 };
 
-TEST(Rows16, LayoutFitsQ8_0InGroupsOf16Rows) {
+// The types with a rows16 layout, each where this CPU has its kernel.
+std::vector<GgmlType> rows16_types() {
+  std::vector<GgmlType> t;
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    if (kernels::has_rows16_kernel(type)) t.push_back(type);
+  }
+  return t;
+}
+
+TEST(Rows16, LayoutFitsQ8_0AndQ4_KInGroupsOf16Rows) {
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 16, 32));
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 2880, 2880));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q8_0, 24, 32));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q8_0, 0, 32));
-  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q4_K, 16, 256));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::Q4_K, 16, 256));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::Q4_K, 2048, 768));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q4_K, 24, 256));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q4_K, 16, 128));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q5_K, 16, 256));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::F16, 16, 32));
+  EXPECT_EQ(rows16_block_bytes(GgmlType::Q8_0), 16 * sizeof(BlockQ8_0));
+  EXPECT_EQ(rows16_block_bytes(GgmlType::Q4_K), 16 * sizeof(BlockQ4_K));
 }
 
 TEST(Rows16, EveryByteGoesWhereTheLayoutSays) {
   std::mt19937 rng(3);
   const int64_t rows = 48, cols = 96, nb = cols / 32;
   const std::vector<uint8_t> gguf = random_q8_0(rows, cols, rng);
-  const std::vector<uint8_t> r16 = repacked(gguf, rows, cols);
+  const std::vector<uint8_t> r16 = repacked(GgmlType::Q8_0, gguf, rows, cols);
   const size_t rb = row_bytes(GgmlType::Q8_0, cols);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
@@ -89,12 +126,43 @@ TEST(Rows16, EveryByteGoesWhereTheLayoutSays) {
   }
 }
 
-// y from the GGUF bytes and from the repacked ones, same scratch settings: identical bits.
-void expect_same_bits(int64_t rows, int64_t cols, int64_t n_tok, int threads, std::mt19937& rng) {
-  const std::vector<uint8_t> gguf = random_q8_0(rows, cols, rng);
-  const std::vector<uint8_t> r16 = repacked(gguf, rows, cols);
-  const size_t rb = row_bytes(GgmlType::Q8_0, cols);
-  WeightView a{GgmlType::Q8_0, gguf.data(), rows, cols, rb};
+TEST(Rows16, EveryQ4_KByteGoesWhereTheLayoutSays) {
+  std::mt19937 rng(4);
+  const int64_t rows = 32, cols = 768, nb = cols / 256;
+  const std::vector<uint8_t> gguf = random_q4_k(rows, cols, rng);
+  const std::vector<uint8_t> r16 = repacked(GgmlType::Q4_K, gguf, rows, cols);
+  const size_t rb = row_bytes(GgmlType::Q4_K, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* src = gguf.data() + static_cast<size_t>(r) * rb + static_cast<size_t>(b) * sizeof(BlockQ4_K);
+      const uint8_t* blk = r16.data() + static_cast<size_t>((r / kRows16) * nb + b) * kRows16Q4KBlockBytes;
+      const int64_t l = r % kRows16;
+      // the head (d, dmin, scales): bytes 4i .. 4i + 3 in lane l of vector i
+      for (int i = 0; i < 4; ++i) {
+        ASSERT_EQ(0, std::memcmp(blk + 64 * i + 4 * l, src + 4 * i, 4)) << "head dword " << i << " of row " << r;
+      }
+      // the nibbles: qs bytes 32p + 4i .. in lane l of vector 4 + q4k_rows16_vector(p, i), each vector once
+      std::vector<int> seen(32, 0);
+      for (int p = 0; p < 4; ++p) {
+        for (int i = 0; i < 8; ++i) {
+          const int v = q4k_rows16_vector(p, i);
+          ASSERT_TRUE(v >= 0 && v < 32 && ++seen[static_cast<size_t>(v)] == 1) << "part " << p << " dword " << i;
+          ASSERT_EQ(0, std::memcmp(blk + 256 + 64 * v + 4 * l, src + offsetof(BlockQ4_K, qs) + 32 * p + 4 * i, 4))
+              << "qs dword " << 8 * p + i << " of row " << r << " block " << b;
+        }
+      }
+    }
+  }
+}
+
+// y from the GGUF bytes and from the repacked ones, same scratch settings: identical bits. `batched`: the tokens
+// are a prompt's (one takes the several-token kernels).
+void expect_same_bits(GgmlType type, int64_t rows, int64_t cols, int64_t n_tok, int threads, std::mt19937& rng,
+                      bool batched = false) {
+  const std::vector<uint8_t> gguf = random_matrix(type, rows, cols, rng);
+  const std::vector<uint8_t> r16 = repacked(type, gguf, rows, cols);
+  const size_t rb = row_bytes(type, cols);
+  WeightView a{type, gguf.data(), rows, cols, rb};
   WeightView b = a;
   b.data = r16.data();
   b.layout = WeightLayout::rows16;
@@ -103,42 +171,51 @@ void expect_same_bits(int64_t rows, int64_t cols, int64_t n_tok, int threads, st
   MatmulScratch scratch(cols, n_tok, ActivationRounding::match_ggml);
   if (threads > 1) scratch.set_pool(&pool);
   std::vector<float> ya(static_cast<size_t>(n_tok * rows), NAN), yb(ya.size(), NAN);
-  matmul(a, x.data(), ya.data(), n_tok, scratch);
-  matmul(b, x.data(), yb.data(), n_tok, scratch);
+  const Product pa{a, ya.data()}, pb{b, yb.data()};
+  const ProductGroup ga[] = {{{&pa, 1}, x.data(), n_tok, batched}}, gb[] = {{{&pb, 1}, x.data(), n_tok, batched}};
+  matmul_groups(ga, scratch);
+  matmul_groups(gb, scratch);
   for (size_t i = 0; i < ya.size(); ++i) {
     ASSERT_TRUE(std::isfinite(ya[i]));
     ASSERT_EQ(0, std::memcmp(&ya[i], &yb[i], sizeof(float)))
-        << rows << "x" << cols << ", " << n_tok << " tokens, " << threads << " threads: token " << i / rows
-        << " row " << i % rows << ": " << ya[i] << " (GGUF) vs " << yb[i] << " (rows16)";
+        << type_name(type) << " " << rows << "x" << cols << ", " << n_tok << (batched ? " batched" : "")
+        << " tokens, " << threads << " threads: token " << i / rows << " row " << i % rows << ": " << ya[i]
+        << " (GGUF) vs " << yb[i] << " (rows16)";
   }
 }
 
 TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
-  if (!kernels::has_rows16_kernel(GgmlType::Q8_0)) {
+  if (rows16_types().empty()) {
     GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): nothing is repacked";
   }
   std::mt19937 rng(11);
-  for (const int64_t n_tok : {1, 2, 3, 4, 5, 8, 9}) {
-    expect_same_bits(16, 32, n_tok, 1, rng);
-    expect_same_bits(48, 96, n_tok, 1, rng);
-    expect_same_bits(64, 2880, n_tok, 1, rng);
-  }
-  // Large enough to be split over the threads, in chunks of whole groups.
-  for (const int threads : {2, 3}) {
-    expect_same_bits(2048, 512, 1, threads, rng);
-    expect_same_bits(512, 2880, 3, threads, rng);
+  for (const GgmlType type : rows16_types()) {
+    // Q8_0 from one block of 32 to gpt-oss's 2880 columns; Q4_K from one block of 256 (an odd last block alone),
+    // two, three (pairs and an odd last one: a down projection's 768) to Qwen3's 2048.
+    const std::vector<int64_t> widths =
+        type == GgmlType::Q8_0 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 512, 768, 2048};
+    for (const int64_t n_tok : {1, 2, 3, 4, 5, 8, 9}) {
+      for (const int64_t cols : widths) expect_same_bits(type, n_tok % 2 == 0 ? 48 : 16, cols, n_tok, 1, rng);
+    }
+    for (const int64_t cols : widths) expect_same_bits(type, 32, cols, 1, 1, rng, true);
+    // Large enough to be split over the threads, in chunks of whole groups.
+    for (const int threads : {2, 3}) {
+      expect_same_bits(type, 2048, 512, 1, threads, rng);
+      expect_same_bits(type, 512, type == GgmlType::Q8_0 ? 2880 : 2048, 3, threads, rng);
+    }
   }
 }
 
 // A repacked product and a GGUF-layout one of the same activations in one call (the activations quantized once,
 // the quad sums for the repacked one only): each as alone.
 TEST(Rows16, MixedLayoutsInOneGroupMatchSeparateCalls) {
-  if (!kernels::has_rows16_kernel(GgmlType::Q8_0)) {
+  if (rows16_types().empty()) {
     GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): nothing is repacked";
   }
   std::mt19937 rng(5);
+  for (const GgmlType type : rows16_types()) {
   const int64_t cols = 256, n_tok = 2;
-  const TwoMatrices m(32, 48, cols, rng);
+  const TwoMatrices m(type, 32, 48, cols, rng);
   const WeightView &v1 = m.v1, &v2 = m.v2, &v2g = m.v2g;
   const std::vector<float> x = random_x(n_tok * cols, rng);
   MatmulScratch scratch(cols, n_tok, ActivationRounding::match_ggml);
@@ -148,20 +225,22 @@ TEST(Rows16, MixedLayoutsInOneGroupMatchSeparateCalls) {
   std::vector<float> z1(y1.size()), z2(y2.size());
   matmul(v1, x.data(), z1.data(), n_tok, scratch);
   matmul(v2g, x.data(), z2.data(), n_tok, scratch);
-  EXPECT_EQ(0, std::memcmp(y1.data(), z1.data(), sizeof(float) * y1.size()));
-  EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size()));
+  EXPECT_EQ(0, std::memcmp(y1.data(), z1.data(), sizeof(float) * y1.size())) << type_name(type);
+  EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size())) << type_name(type);
+  }
 }
 
 // Two groups of one token with the same activations, the first of the file layout and the second repacked: the
 // second must not take the first's quantized rows, which lack the quad biases its kernel reads (matmul_groups
 // shares rows only between groups of the same layout). Both give the bits of separate calls.
 TEST(Rows16, GroupsOfBothLayoutsSharingActivationsMatchSeparateCalls) {
-  if (!kernels::has_rows16_kernel(GgmlType::Q8_0)) {
+  if (rows16_types().empty()) {
     GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): nothing is repacked";
   }
   std::mt19937 rng(6);
+  for (const GgmlType type : rows16_types()) {
   const int64_t cols = 512;
-  const TwoMatrices m(32, 32, cols, rng);
+  const TwoMatrices m(type, 32, 32, cols, rng);
   const WeightView &v1 = m.v1, &v2 = m.v2, &v2g = m.v2g;
   const std::vector<float> x = random_x(cols, rng);
   MatmulScratch scratch(cols, 2, ActivationRounding::match_ggml);  // room for both groups' rows: taken together
@@ -171,8 +250,9 @@ TEST(Rows16, GroupsOfBothLayoutsSharingActivationsMatchSeparateCalls) {
   matmul_groups(groups, scratch);
   matmul(v1, x.data(), z1.data(), 1, scratch);
   matmul(v2g, x.data(), z2.data(), 1, scratch);
-  EXPECT_EQ(0, std::memcmp(y1.data(), z1.data(), sizeof(float) * y1.size()));
-  EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size()));
+  EXPECT_EQ(0, std::memcmp(y1.data(), z1.data(), sizeof(float) * y1.size())) << type_name(type);
+  EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size())) << type_name(type);
+  }
 }
 
 }  // namespace

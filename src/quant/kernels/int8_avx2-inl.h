@@ -132,6 +132,17 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* q) {
 // / 5 of 6); Qwen3-30B-A3B-shaped Q4_K_M decode at -t 2, 9 alternating runs: 8.0 -> 8.9 tok/s (medians; faster in 6,
 // slower in 1).
 
+// The sum of the 16 lanes, in a fixed order: lanes l and l + 8 (l < 8), then those sums' l and l + 4, then 0 + 2
+// and 1 + 3, then the last two: (((v0 + v8) + (v4 + v12)) + ((v2 + v10) + (v6 + v14))) + (((v1 + v9) + (v5 + v13))
+// + ((v3 + v11) + (v7 + v15))), GCC's _mm512_reduce_add_ps written out, so that rows16::Q4KOneToken can reproduce it
+// whatever a compiler's intrinsic does.
+HWY_INLINE float ReduceLanes512(__m512 v) {
+  const __m256 t3 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
+  const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+  const __m128 t8 = _mm_add_ps(t6, _mm_shuffle_ps(t6, t6, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm_cvtss_f32(_mm_add_ss(t8, _mm_movehdup_ps(t8)));
+}
+
 // The scales (bytes 0-7) and mins (8-15) of block A in the low 128 bits, of block B in the high: Q4KScalesMins
 // on both at once.
 HWY_INLINE __m256i Q4KScalesMins2(const uint8_t* a, const uint8_t* b) {
@@ -302,7 +313,7 @@ HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, flo
                                 acc[1]);
     }
   }
-  for (size_t r = 0; r < R; ++r) *y[r] = _mm512_reduce_add_ps(acc[r]);
+  for (size_t r = 0; r < R; ++r) *y[r] = ReduceLanes512(acc[r]);
 }
 
 // One token (decode) of rows r0 .. r1 - 1 by Q4KRows512, two at a time, one from each of two streams

@@ -481,7 +481,7 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
 
 bool HasRows16(GgmlType type) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return type == GgmlType::Q8_0;
+  return type == GgmlType::Q8_0 || type == GgmlType::Q4_K;
 #else
   (void)type;
   return false;

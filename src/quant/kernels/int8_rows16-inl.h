@@ -1,7 +1,7 @@
 // Integer kernels of weights repacked with 16 rows in the lanes (quant/repack.h, rows16), AVX512-VNNI (Highway's
-// AVX3_DL target) only: Q8_0.
+// AVX3_DL target) only: Q8_0 and Q4_K (Q4KGroup below; several tokens: vnni512::Rows16Q4KLanes).
 //
-// Per group of 16 rows and 32-column block: the 16 rows' scales in one load (vcvtph2ps, times the token's block
+// Q8_0: per group of 16 rows and 32-column block: the 16 rows' scales in one load (vcvtph2ps, times the token's block
 // scale), then per quad of columns one vpdpbusd of the quad's 64 bytes (16 rows' 4 unsigned codes) with the token's
 // 4 codes broadcast from memory, started from the offset's share (-128 times the token's quad sum, broadcast by the
 // load), one conversion and one fused multiply-add: 3 vector operations per 64 products, where the GGUF-layout
@@ -27,6 +27,9 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+
 
 #include "hwy/highway.h"
 #include "quant/kernels/int8_kernels.h"
@@ -105,12 +108,136 @@ HWY_FLATTEN void Q8_0Groups(const uint8_t* w, int64_t cols, const Q8Rows& x, int
   }
 }
 
+// Q4_K, one token: acc[L] holds lane L of avx2::Q4KRows512's float accumulator for the 16 rows, updated by the
+// same operations on the same values. In that kernel, lane L = 4k + i (k, i < 4) of a block's integer sum is, over
+// c = 0, 1, scale s * (the 8 products of qs dwords m and m + 1 of part p = 2c + j), j = i / 2, m = 4 (k % 2) + 2 (i
+// % 2), in their low nibbles (sub-block s = 2p) for k < 2 and high ones (s = 2p + 1) otherwise; lane j of its min
+// term (j < 8) is min j times the activation sums of 16 number 2j and 2j + 1, of the pair's first block in lanes
+// 0-7 and its second in 8-15. Here each of those sums is 2 vpdpbusd per qs dword pair (exact in int32, under 2^14:
+// it fits the int16 half that vpmaddwd multiplies by the scale) and the scale's product one vpmaddwd or vpdpwssd, so
+// a group's block of 16 rows takes 64 vpdpbusd, 68 masks and ~150 other operations (the compiled loop), where the
+// GGUF layout's kernel repeats its scale unpacking, min term and lane sum for every row. The lanes are then added
+// in ReduceLanes512's order.
+struct Q4KGroup {
+  __m512 acc[16];
+
+  // Block b of the group (blk: its 2304 bytes) times the token's codes: acc[L] += d * dx * (lane L's integer sum).
+  HWY_INLINE void Sums(const uint8_t* blk, const int8_t* xb, float dx) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
+    __m512i h[4];
+    for (int i = 0; i < 4; ++i) h[i] = _mm512_loadu_si512(blk + 64 * i);
+    __m512i sc[2], mn[2];
+    vnni512::Q4KLanes::ScalesMins(h, sc, mn);
+    const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0])), _mm512_set1_ps(dx));
+    const uint8_t* qs = blk + 256;
+    // lane pair l's four vectors are 4l .. 4l + 3 (parts j then 2 + j, dwords m, m + 1): read front to back
+    static_assert(q4k_rows16_vector(2, 2) == 4 * 1 + 2 && q4k_rows16_vector(1, 7) == 4 * 7 + 1);
+    // Unrolled, so that every index is a constant and acc stays in registers (as a loop, acc lived in memory:
+    // MatvecHot/Q4_K.rows16/768x2048 at 1 thread 18.9 GB/s, unrolled 30.8, the file layout's kernel 22.8).
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) {  // lanes l (low nibbles) and l + 8 (high)
+      const int k = l / 4, i = l % 4, j = i / 2, m = 4 * k + 2 * (i % 2);
+      __m512i lo[2], hi[2];
+#pragma GCC unroll 2
+      for (int c = 0; c < 2; ++c) {
+        const int p = 2 * c + j;
+        const __m512i q0 = _mm512_loadu_si512(qs + 64 * q4k_rows16_vector(p, m));
+        const __m512i q1 = _mm512_loadu_si512(qs + 64 * q4k_rows16_vector(p, m + 1));
+        const int8_t* x0 = xb + 64 * p + 4 * m;
+        lo[c] = vnni512::DpBusdBcast(vnni512::DpBusdBcast(_mm512_setzero_si512(), _mm512_and_si512(q0, low4), x0),
+                                     _mm512_and_si512(q1, low4), x0 + 4);
+        // The high nibbles in place are 16 times the codes: the exact sum divided by 16 (one shift where moving
+        // the nibbles down takes two per vector).
+        hi[c] = _mm512_srai_epi32(
+            vnni512::DpBusdBcast(vnni512::DpBusdBcast(_mm512_setzero_si512(), _mm512_and_si512(q0, high4), x0 + 32),
+                                 _mm512_and_si512(q1, high4), x0 + 36),
+            4);
+      }
+      // sub-blocks 4c + 2j (low) and 4c + 2j + 1 (high): scale bytes 2j, 2j + 1 of sc[c]
+      const __m512i slo = avx2::DpWssd(_mm512_madd_epi16(lo[0], vnni512::ByteOfLanes(sc[0], 2 * j)), lo[1],
+                                              vnni512::ByteOfLanes(sc[1], 2 * j));
+      const __m512i shi = avx2::DpWssd(_mm512_madd_epi16(hi[0], vnni512::ByteOfLanes(sc[0], 2 * j + 1)),
+                                              hi[1], vnni512::ByteOfLanes(sc[1], 2 * j + 1));
+      acc[l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(slo), dd, acc[l]);
+      acc[l + 8] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(shi), dd, acc[l + 8]);
+    }
+  }
+  // The min term of block blk: acc[o + j] -= dmin * dx * min j * (sums 2j and 2j + 1 of 16 of the token's codes,
+  // xs). Lanes o + 8 .. (when `zeros`) take the product with zero that Q4KRows512's odd last block gives them.
+  HWY_INLINE void Mins(const uint8_t* blk, const int16_t* xs, float dx, int o, bool zeros) {
+    __m512i h[4];
+    for (int i = 0; i < 4; ++i) h[i] = _mm512_loadu_si512(blk + 64 * i);
+    __m512i sc[2], mn[2];
+    vnni512::Q4KLanes::ScalesMins(h, sc, mn);
+    const __m512 dm =
+        _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))), _mm512_set1_ps(dx));
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      int32_t pair;
+      std::memcpy(&pair, xs + 2 * j, 4);
+      const __m512i msum = _mm512_madd_epi16(vnni512::ByteTwiceOfLanes(mn[j / 4], j % 4), _mm512_set1_epi32(pair));
+      acc[o + j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[o + j]);
+    }
+    if (zeros) {
+#pragma GCC unroll 8
+      for (int j = 8; j < 16; ++j) acc[j] = _mm512_fnmadd_ps(_mm512_setzero_ps(), dm, acc[j]);
+    }
+  }
+};
+
+// One token times groups [g0, g1) of a rows16 Q4_K matrix, each group's blocks in order, each block pair as
+// Q4KRows512 takes it: both blocks' sums, then the first's min term in lanes 0-7 and the second's in 8-15; an odd
+// last block's min term in lanes 0-7. The bytes are read front to back (the layout's order), one stream per thread,
+// with no software prefetch: the hardware's stream prefetcher keeps up with it, where asking 4 KiB ahead per block
+// pair (as the GGUF-layout kernels do) cost more than it brought. bench_matvec on a 2-vCPU AMD EPYC (Zen 4), medians
+// of 3, GB/s at 1 / 2 threads, GGUF layout -> rows16 with the prefetch -> rows16 without: Matvec/Q4_K/768x2048 21.1 /
+// 29.4 -> 15.7 / 21.1 -> 25.2 / 28.6; 2048x768 17.4 / 27.0 -> 18.7 / 25.8 -> 27.6 / 30.6; 2048x4096 20.6 / 32.4 ->
+// 15.9 / 23.8 -> 25.7 / 28.7 (the 2-thread read: 31.1); MatvecHot/Q4_K/768x2048 at 1 thread 23.0 -> 41.7 -> 38.9.
+HWY_FLATTEN void Q4KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows& x, float* y, int64_t g0,
+                                   int64_t g1) {
+  const int64_t nb = cols / kQK_K;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* gw = w + static_cast<size_t>(g * nb) * kRows16Q4KBlockBytes;
+    Q4KGroup q;
+    for (__m512& a : q.acc) a = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      const uint8_t* ba = gw + static_cast<size_t>(b) * kRows16Q4KBlockBytes;
+      const uint8_t* bb = ba + kRows16Q4KBlockBytes;
+      q.Sums(ba, x.q + b * kQK_K, x.d[b]);
+      q.Sums(bb, x.q + (b + 1) * kQK_K, x.d[b + 1]);
+      q.Mins(ba, x.sums + b * 16, x.d[b], 0, false);
+      q.Mins(bb, x.sums + (b + 1) * 16, x.d[b + 1], 8, false);
+    }
+    if (b < nb) {
+      const uint8_t* ba = gw + static_cast<size_t>(b) * kRows16Q4KBlockBytes;
+      q.Sums(ba, x.q + b * kQK_K, x.d[b]);
+      q.Mins(ba, x.sums + b * 16, x.d[b], 0, true);
+    }
+    // ReduceLanes512 over each row's 16 lanes, for the 16 rows at once
+    __m512 t3[8], t6[4];
+    for (int l = 0; l < 8; ++l) t3[l] = _mm512_add_ps(q.acc[l + 8], q.acc[l]);
+    for (int l = 0; l < 4; ++l) t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
+    const __m512 r = _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
+    _mm512_storeu_ps(y + g * kRows16, r);
+  }
+}
+
 // True (and the product done) for the types with a rows16 kernel.
 inline bool MatmulRows16(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
                          int64_t y_stride, int64_t g0, int64_t g1) {
-  if (type != GgmlType::Q8_0) return false;
-  Q8_0Groups(w, cols, x, n_tok, y, y_stride, g0, g1);
-  return true;
+  switch (type) {
+    case GgmlType::Q8_0: Q8_0Groups(w, cols, x, n_tok, y, y_stride, g0, g1); return true;
+    case GgmlType::Q4_K:
+      if (x.qt != nullptr) {
+        vnni512::TokenTiles<vnni512::Rows16Q4KLanes>(w, 0, x, n_tok, y, y_stride, g0 * kRows16, g1 * kRows16);
+      } else {
+        assert(n_tok == 1 && !x.batched);  // matmul_groups gives several tokens (or a prompt's one) the tiles
+        Q4KOneTokenGroups(w, cols, x, y, g0, g1);
+      }
+      return true;
+    default: return false;
+  }
 }
 
 }  // namespace rows16

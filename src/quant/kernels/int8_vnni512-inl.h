@@ -157,23 +157,23 @@ struct Q4KLanes {
     __m512 d, dmin;
   };
   static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
-    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
-    const __m512i low6 = _mm512_set1_epi8(0x3f), bits45 = _mm512_set1_epi8(0x30);
-    // Per lane: [d, dmin] and the 12 scale bytes (kquant_scales.h, unpack_scale_min_k4): scales 0-3 and mins 0-3
-    // are the low 6 bits of bytes 0-3 and 4-7; scales / mins 4-7 the low / high nibbles of bytes 8-11 below the
-    // top 2 bits of bytes 0-3 / 4-7.
     static_assert(offsetof(BlockQ4_K, d) == 0 && offsetof(BlockQ4_K, dmin) == 2 &&
                   offsetof(BlockQ4_K, scales) == 4 && offsetof(BlockQ4_K, qs) == 16);
     __m512i h[4];
     RowHeads(rows, at, h);
+    UnpackLanes(h, [&](int p, __m512i (&q)[8]) HWY_ATTR {
+      RowQuads(rows, at + offsetof(BlockQ4_K, qs) + 32 * static_cast<size_t>(p), q);
+    }, o);
+  }
+  // From the blocks' first 16 bytes as dwords in the lanes (h[i], lane r: row r's bytes 4i .. 4i + 3) and their
+  // nibbles (quads(p, q): q[i], lane r: row r's qs bytes 32p + 4i .. 32p + 4i + 3).
+  template <class Quads>
+  static HWY_INLINE void UnpackLanes(const __m512i (&h)[4], const Quads& quads, Block& o) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
     o.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
     o.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
-    const __m512i sc[2] = {_mm512_and_si512(h[1], low6),  // scales 0-3 | 4-7, a byte each
-                           _mm512_ternarylogic_epi32(_mm512_and_si512(h[3], low4), _mm512_srli_epi32(h[1], 2),
-                                                     bits45, 0xf8)};  // a | (b & c)
-    const __m512i mn[2] = {_mm512_and_si512(h[2], low6),
-                           _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), low4),
-                                                     _mm512_srli_epi32(h[2], 2), bits45, 0xf8)};
+    __m512i sc[2], mn[2];
+    ScalesMins(h, sc, mn);
     for (int s = 0; s < 8; ++s) {
       // The low nibbles are the codes; the high ones stay in place, 16 times the codes, and the low sub-blocks'
       // scales are taken 16 times to match (isum: 16 times the sum, at most 2^29; Finish divides).
@@ -183,12 +183,25 @@ struct Q4KLanes {
     }
     for (int p = 0; p < 4; ++p) {
       __m512i q[8];
-      RowQuads(rows, at + offsetof(BlockQ4_K, qs) + 32 * static_cast<size_t>(p), q);
+      quads(p, q);
       for (int i = 0; i < 8; ++i) {
         o.codes[16 * p + i] = _mm512_and_si512(q[i], low4);
         o.codes[16 * p + 8 + i] = _mm512_and_si512(q[i], high4);
       }
     }
+  }
+  // Per lane, from [d, dmin] and the 12 scale bytes (h as UnpackLanes takes them; kquant_scales.h,
+  // unpack_scale_min_k4): sc[c] / mn[c] byte j: the 6-bit scale / min 4c + j. Scales 0-3 and mins 0-3 are the low 6
+  // bits of bytes 0-3 and 4-7; scales / mins 4-7 the low / high nibbles of bytes 8-11 below the top 2 bits of bytes
+  // 0-3 / 4-7.
+  static HWY_INLINE void ScalesMins(const __m512i (&h)[4], __m512i (&sc)[2], __m512i (&mn)[2]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), low6 = _mm512_set1_epi8(0x3f), bits45 = _mm512_set1_epi8(0x30);
+    sc[0] = _mm512_and_si512(h[1], low6);
+    sc[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(h[3], low4), _mm512_srli_epi32(h[1], 2), bits45,
+                                      0xf8);  // a | (b & c)
+    mn[0] = _mm512_and_si512(h[2], low6);
+    mn[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), low4),
+                                      _mm512_srli_epi32(h[2], 2), bits45, 0xf8);
   }
   static HWY_INLINE __m512 Finish(const Block& o, __m512i isum, __m512i ioff, __m512 dx, __m512 acc) {
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(isum, 4)), _mm512_mul_ps(o.d, dx), acc);
@@ -343,6 +356,22 @@ struct Rows16Q8Lanes {
     const uint8_t* blk = rows[0] + at;
     o.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     for (int q = 0; q < 8; ++q) o.codes[q] = _mm512_loadu_si512(blk + 32 + 64 * q);
+  }
+};
+
+// Q4_K repacked with 16 rows in the lanes (quant/repack.h, rows16): a block of a group holds the dwords that
+// Q4KLanes transposes from the GGUF layout (RowHeads, RowQuads; the nibbles' in another order), so the same
+// unpacking and tiles give the same bits from 36 loads, nothing to transpose.
+struct Rows16Q4KLanes : Q4KLanes {
+  static constexpr size_t kBytes = kRows16Q4KBlockBytes;
+  static constexpr bool kGrouped = true;  // rows[0]: the group's bytes
+  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+    const uint8_t* blk = rows[0] + at;
+    __m512i h[4];
+    for (int i = 0; i < 4; ++i) h[i] = _mm512_loadu_si512(blk + 64 * i);
+    UnpackLanes(h, [&](int p, __m512i (&q)[8]) HWY_ATTR {
+      for (int i = 0; i < 8; ++i) q[i] = _mm512_loadu_si512(blk + 256 + 64 * q4k_rows16_vector(p, i));
+    }, o);
   }
 };
 
