@@ -358,10 +358,12 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     assert(cols <= scratch.max_cols_);
     // A group with the same activations as an earlier one, for weights of the same type (so the same tiles or pair
     // sums), reads that one's rows: at decode a MoE layer's experts all take the token's x, quantized once
-    // instead of once per expert.
+    // instead of once per expert. Of the repacked layouts only Q8_0's reads more than the rows (their quad
+    // biases), so a repacked Q4_K group shares a file-layout one's rows (the shared expert and the routed ones).
     const auto same = [&](const ProductGroup& h) {
+      const GgmlType type = g.products.front().w.type;
       return h.x == g.x && h.n_tok == g.n_tok && h.batched == g.batched && h.products.front().w.cols == cols &&
-             h.products.front().w.type == g.products.front().w.type && repacked(h) == repacked(g);
+             h.products.front().w.type == type && (type != GgmlType::Q8_0 || repacked(h) == repacked(g));
     };
     if (const auto it = std::find_if(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(i), same);
         it != groups.begin() + static_cast<std::ptrdiff_t>(i)) {

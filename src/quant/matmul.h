@@ -110,7 +110,7 @@ class MatmulScratch {
   // those kernels take one token (several go through the token tiles), so rows for a layer's chosen experts.
   static constexpr int64_t kPairSumRows = 64;
   std::vector<int16_t> xc_;   // [min(max_q8_rows, kPairSumRows), max_cols / 2]
-  // The quad sums the one-token kernels of rows16 weights read (kernels::Q8Rows::quad_bias), where this CPU has
+  // The quad sums the one-token kernels of rows16 Q8_0 weights read (kernels::Q8Rows::quad_bias), where this CPU has
   // them: a row per group of one token (several take the token tiles).
   std::vector<int32_t> xb_;   // [min(max_q8_rows, kMaxGroups), max_cols / 4]
 };

@@ -13,11 +13,6 @@ bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols) {
   return block > 0 && rows > 0 && rows % kRows16 == 0 && cols > 0 && cols % block == 0;
 }
 
-size_t rows16_block_bytes(GgmlType type) {
-  assert(type == GgmlType::Q8_0 || type == GgmlType::Q4_K);
-  return type == GgmlType::Q8_0 ? kRows16BlockBytes : kRows16Q4KBlockBytes;
-}
-
 namespace {
 
 void repack_q8_0(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, uint8_t* out) {
@@ -58,7 +53,7 @@ void repack_q4_k(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, ui
 
 void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
                    uint8_t* dst) {
-  assert(rows16_layout_fits(type, (g1 - g0) * kRows16 + (g0 == g1 ? kRows16 : 0), cols) && g0 <= g1);
+  assert(g0 <= g1 && rows16_layout_fits(type, kRows16, cols));
   const bool q8 = type == GgmlType::Q8_0;
   const int64_t nb = cols / (q8 ? kQK : kQK_K);
   assert(row_bytes == static_cast<size_t>(nb) * (q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_K)));

@@ -47,9 +47,6 @@ inline constexpr int q4k_rows16_vector(int p, int i) {
 // are a multiple of the block's for any such matrix). Says nothing about the CPU: kernels::has_rows16_kernel does.
 bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols);
 
-// Bytes of one block of one group in the rows16 layout of a type that fits it: 16 times its GGUF block.
-size_t rows16_block_bytes(GgmlType type);
-
 // Writes groups [g0, g1) (rows 16 g0 .. 16 g1 - 1) of the rows16 layout of a GGUF Q8_0 or Q4_K matrix: src is the
 // matrix's GGUF bytes (row r at src + r * row_bytes, row_bytes = cols / block columns * block bytes), dst the whole
 // repacked matrix (the same size; group g at dst + g * 16 * row_bytes). Requires rows16_layout_fits (asserted).

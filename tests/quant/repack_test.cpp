@@ -102,8 +102,7 @@ TEST(Rows16, LayoutFitsQ8_0AndQ4_KInGroupsOf16Rows) {
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q4_K, 16, 128));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q5_K, 16, 256));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::F16, 16, 32));
-  EXPECT_EQ(rows16_block_bytes(GgmlType::Q8_0), 16 * sizeof(BlockQ8_0));
-  EXPECT_EQ(rows16_block_bytes(GgmlType::Q4_K), 16 * sizeof(BlockQ4_K));
+  static_assert(kRows16BlockBytes == 16 * sizeof(BlockQ8_0) && kRows16Q4KBlockBytes == 16 * sizeof(BlockQ4_K));
 }
 
 TEST(Rows16, EveryByteGoesWhereTheLayoutSays) {
@@ -194,64 +193,77 @@ TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
     // two, three (pairs and an odd last one: a down projection's 768) to Qwen3's 2048.
     const std::vector<int64_t> widths =
         type == GgmlType::Q8_0 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 512, 768, 2048};
-    for (const int64_t n_tok : {1, 2, 3, 4, 5, 8, 9}) {
-      for (const int64_t cols : widths) expect_same_bits(type, n_tok % 2 == 0 ? 48 : 16, cols, n_tok, 1, rng);
+    // The file layout's one-token kernels read rows one at a time or two side by side (one_stream_rows): the
+    // same bits either way, and so the repacked ones'.
+    for (const int one_stream : {0, 1}) {
+      kernels::set_one_stream_rows_for_test(one_stream);
+      for (const int64_t n_tok : {1, 2, 3, 4, 5, 8, 9}) {
+        for (const int64_t rows : {16, 48, 64}) {
+          for (const int64_t cols : widths) expect_same_bits(type, rows, cols, n_tok, 1, rng);
+        }
+      }
+      for (const int64_t cols : widths) expect_same_bits(type, 32, cols, 1, 1, rng, true);
+      // Large enough to be split over the threads, in chunks of whole groups.
+      for (const int threads : {2, 3}) {
+        expect_same_bits(type, 2048, 512, 1, threads, rng);
+        expect_same_bits(type, 512, type == GgmlType::Q8_0 ? 2880 : 2048, 3, threads, rng);
+      }
     }
-    for (const int64_t cols : widths) expect_same_bits(type, 32, cols, 1, 1, rng, true);
-    // Large enough to be split over the threads, in chunks of whole groups.
-    for (const int threads : {2, 3}) {
-      expect_same_bits(type, 2048, 512, 1, threads, rng);
-      expect_same_bits(type, 512, type == GgmlType::Q8_0 ? 2880 : 2048, 3, threads, rng);
-    }
+    kernels::set_one_stream_rows_for_test(-1);
   }
 }
 
-// A repacked product and a GGUF-layout one of the same activations in one call (the activations quantized once,
-// the quad sums for the repacked one only): each as alone.
+// A repacked product and a GGUF-layout one of the same activations in one call (the activations quantized once;
+// Q8_0's quad sums for the repacked one only), one token (decode) and two: each as alone.
 TEST(Rows16, MixedLayoutsInOneGroupMatchSeparateCalls) {
   if (rows16_types().empty()) {
     GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): nothing is repacked";
   }
   std::mt19937 rng(5);
   for (const GgmlType type : rows16_types()) {
-  const int64_t cols = 256, n_tok = 2;
-  const TwoMatrices m(type, 32, 48, cols, rng);
-  const WeightView &v1 = m.v1, &v2 = m.v2, &v2g = m.v2g;
-  const std::vector<float> x = random_x(n_tok * cols, rng);
-  MatmulScratch scratch(cols, n_tok, ActivationRounding::match_ggml);
-  std::vector<float> y1(static_cast<size_t>(n_tok * 32)), y2(static_cast<size_t>(n_tok * 48));
-  const Product ps[] = {{v1, y1.data()}, {v2, y2.data()}};
-  matmul_shared_x(ps, x.data(), n_tok, scratch);
-  std::vector<float> z1(y1.size()), z2(y2.size());
-  matmul(v1, x.data(), z1.data(), n_tok, scratch);
-  matmul(v2g, x.data(), z2.data(), n_tok, scratch);
-  EXPECT_EQ(0, std::memcmp(y1.data(), z1.data(), sizeof(float) * y1.size())) << type_name(type);
-  EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size())) << type_name(type);
+    for (const int64_t n_tok : {1, 2}) {
+      const int64_t cols = 512;
+      const TwoMatrices m(type, 32, 48, cols, rng);
+      const WeightView &v1 = m.v1, &v2 = m.v2, &v2g = m.v2g;
+      const std::vector<float> x = random_x(n_tok * cols, rng);
+      MatmulScratch scratch(cols, n_tok, ActivationRounding::match_ggml);
+      std::vector<float> y1(static_cast<size_t>(n_tok * 32), NAN), y2(static_cast<size_t>(n_tok * 48), NAN);
+      const Product ps[] = {{v1, y1.data()}, {v2, y2.data()}};
+      matmul_shared_x(ps, x.data(), n_tok, scratch);
+      std::vector<float> z1(y1.size()), z2(y2.size());
+      matmul(v1, x.data(), z1.data(), n_tok, scratch);
+      matmul(v2g, x.data(), z2.data(), n_tok, scratch);
+      for (const float v : y2) ASSERT_TRUE(std::isfinite(v));
+      EXPECT_EQ(0, std::memcmp(y1.data(), z1.data(), sizeof(float) * y1.size())) << type_name(type) << " " << n_tok;
+      EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size())) << type_name(type) << " " << n_tok;
+    }
   }
 }
 
-// Two groups of one token with the same activations, the first of the file layout and the second repacked: the
-// second must not take the first's quantized rows, which lack the quad biases its kernel reads (matmul_groups
-// shares rows only between groups of the same layout). Both give the bits of separate calls.
+// Two groups of one token with the same activations, the first of the file layout and the second repacked. A
+// repacked Q8_0 group must not take the first's quantized rows, which lack the quad biases its kernel reads
+// (matmul_groups shares rows between those layouts only for other types, whose repacked kernels read the rows
+// alone: Q4_K). Both give the bits of separate calls.
 TEST(Rows16, GroupsOfBothLayoutsSharingActivationsMatchSeparateCalls) {
   if (rows16_types().empty()) {
     GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): nothing is repacked";
   }
   std::mt19937 rng(6);
   for (const GgmlType type : rows16_types()) {
-  const int64_t cols = 512;
-  const TwoMatrices m(type, 32, 32, cols, rng);
-  const WeightView &v1 = m.v1, &v2 = m.v2, &v2g = m.v2g;
-  const std::vector<float> x = random_x(cols, rng);
-  MatmulScratch scratch(cols, 2, ActivationRounding::match_ggml);  // room for both groups' rows: taken together
-  std::vector<float> y1(32), y2(32), z1(32), z2(32);
-  const Product p1{v1, y1.data()}, p2{v2, y2.data()};
-  const ProductGroup groups[] = {{{&p1, 1}, x.data(), 1, false}, {{&p2, 1}, x.data(), 1, false}};
-  matmul_groups(groups, scratch);
-  matmul(v1, x.data(), z1.data(), 1, scratch);
-  matmul(v2g, x.data(), z2.data(), 1, scratch);
-  EXPECT_EQ(0, std::memcmp(y1.data(), z1.data(), sizeof(float) * y1.size())) << type_name(type);
-  EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size())) << type_name(type);
+    const int64_t cols = 512;
+    const TwoMatrices m(type, 32, 32, cols, rng);
+    const WeightView &v1 = m.v1, &v2 = m.v2, &v2g = m.v2g;
+    const std::vector<float> x = random_x(cols, rng);
+    MatmulScratch scratch(cols, 2, ActivationRounding::match_ggml);  // room for both groups' rows: taken together
+    std::vector<float> y1(32, NAN), y2(32, NAN), z1(32), z2(32);
+    const Product p1{v1, y1.data()}, p2{v2, y2.data()};
+    const ProductGroup groups[] = {{{&p1, 1}, x.data(), 1, false}, {{&p2, 1}, x.data(), 1, false}};
+    matmul_groups(groups, scratch);
+    matmul(v1, x.data(), z1.data(), 1, scratch);
+    matmul(v2g, x.data(), z2.data(), 1, scratch);
+    for (const float v : y2) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_EQ(0, std::memcmp(y1.data(), z1.data(), sizeof(float) * y1.size())) << type_name(type);
+    EXPECT_EQ(0, std::memcmp(y2.data(), z2.data(), sizeof(float) * y2.size())) << type_name(type);
   }
 }
 

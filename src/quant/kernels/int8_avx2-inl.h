@@ -134,7 +134,7 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* q) {
 
 // The sum of the 16 lanes, in a fixed order: lanes l and l + 8 (l < 8), then those sums' l and l + 4, then 0 + 2
 // and 1 + 3, then the last two: (((v0 + v8) + (v4 + v12)) + ((v2 + v10) + (v6 + v14))) + (((v1 + v9) + (v5 + v13))
-// + ((v3 + v11) + (v7 + v15))), GCC's _mm512_reduce_add_ps written out, so that rows16::Q4KOneToken can reproduce it
+// + ((v3 + v11) + (v7 + v15))), GCC's _mm512_reduce_add_ps written out, so that rows16::Q4KGroup can reproduce it
 // whatever a compiler's intrinsic does.
 HWY_INLINE float ReduceLanes512(__m512 v) {
   const __m256 t3 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));

@@ -645,7 +645,9 @@ void quad_biases(const Q8Rows& x, int64_t n_tok) {
 
 void matmul_rows16_q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
                       int64_t y_stride, int64_t g0, int64_t g1) {
-  assert((x.qt != nullptr || (n_tok == 1 && x.quad_bias != nullptr)) && x.format == Q8Format::q8_0 && x.cols == cols);
+  assert(x.cols == cols && x.format == q8_format(type) &&
+         (x.qt != nullptr ||
+          (n_tok == 1 && !x.batched && (type == GgmlType::Q4_K ? x.sums != nullptr : x.quad_bias != nullptr))));
   HWY_DYNAMIC_DISPATCH(MatmulRows16Q8)(type, w, cols, x, n_tok, y, y_stride, g0, g1);
 }
 

@@ -58,8 +58,8 @@ struct Q8Rows {
   // For the weights whose codes the kernels offset to unsigned values (code_offset): o times the sum of each pair
   // of codes; null when absent.
   int16_t* c = nullptr;     // [n_tok, cols / 2]
-  // For weights in the rows16 layout (quant/repack.h), whose codes are stored plus 128: -128 times the sum of each 4
-  // consecutive codes (quad_biases); null when absent.
+  // For Q8_0 weights in the rows16 layout (quant/repack.h), whose codes are stored plus 128: -128 times the sum of
+  // each 4 consecutive codes (quad_biases); null when absent.
   int32_t* quad_bias = nullptr;  // [n_tok, cols / 4]
   // Part of a forward pass over several tokens (a prompt): a row of such a product must be the same bits as the
   // same token's row in a product of several, so the kernels whose one-token form sums in another order than their

@@ -8,7 +8,7 @@
 // kernel (Block32Rows) spends 7 per 32 (two sign operations, pmaddubsw, pmaddwd, the conversion, the scale's
 // broadcast and the multiply-add).
 //
-// Exactness (one token; several take the token tiles, vnni512::Rows16Q8Lanes, the bits of the GGUF layout's): the
+// Q8_0's exactness (one token; several take the token tiles, vnni512::Rows16Q8Lanes, the GGUF layout's bits): the
 // GGUF-layout one-token kernel (Block32Rows, and Block32Tile on targets without the tiles) keeps, per row, eight float
 // lanes l (columns 4l .. 4l + 3 of each block) in two chains (even and odd blocks), each adding d_w * d_x * (the
 // quad's exact int32 sum) with one fused multiply-add per block, then add the chains and reduce the lanes as Hsum
@@ -28,8 +28,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-
-
 
 #include "hwy/highway.h"
 #include "quant/kernels/int8_kernels.h"
@@ -155,9 +153,9 @@ struct Q4KGroup {
       }
       // sub-blocks 4c + 2j (low) and 4c + 2j + 1 (high): scale bytes 2j, 2j + 1 of sc[c]
       const __m512i slo = avx2::DpWssd(_mm512_madd_epi16(lo[0], vnni512::ByteOfLanes(sc[0], 2 * j)), lo[1],
-                                              vnni512::ByteOfLanes(sc[1], 2 * j));
-      const __m512i shi = avx2::DpWssd(_mm512_madd_epi16(hi[0], vnni512::ByteOfLanes(sc[0], 2 * j + 1)),
-                                              hi[1], vnni512::ByteOfLanes(sc[1], 2 * j + 1));
+                                       vnni512::ByteOfLanes(sc[1], 2 * j));
+      const __m512i shi = avx2::DpWssd(_mm512_madd_epi16(hi[0], vnni512::ByteOfLanes(sc[0], 2 * j + 1)), hi[1],
+                                       vnni512::ByteOfLanes(sc[1], 2 * j + 1));
       acc[l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(slo), dd, acc[l]);
       acc[l + 8] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(shi), dd, acc[l + 8]);
     }
