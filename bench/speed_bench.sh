@@ -37,7 +37,8 @@
 # figure (F32 norms and biases, F16 tables: a few MiB) and the recurrent state's traffic are charged at the
 # 1-stream read bandwidth. Where the runs
 # held dense matrices repacked (quant/repack.h; the run log's "repack:" line), those bytes (dense_by_type) take the
-# repacked layout's rate, MatvecHot/TYPE.rows16.
+# repacked layout's rate, MatvecHot/TYPE.rows16; where they held the routed experts repacked too (the line names
+# "the routed experts'"), every byte of such a type does.
 #
 # Prints one markdown table: model, threads, MiB read per token, read GB/s (1 / 2 / 8 streams), bound tok/s,
 # compute ceiling tok/s, decode tok/s, % of the bound (and of the 2- and 8-stream reads), % of the ceiling, which
@@ -164,12 +165,14 @@ for m in "${models[@]}"; do
   f1=$(paired 1 "$samples" "$bytes" "$first" | median); f2=$(paired 2 "$samples" "$bytes" "$first" | median)
   f8=$(paired 8 "$samples" "$bytes" "$first" | median)
   # The dense matrices the runs held repacked (their log's "repack: N matrices (...) ...") count at their layout's
-  # rate (MatvecHot/TYPE.rows16), the rest of each type at the file layout's.
+  # rate (MatvecHot/TYPE.rows16), and the routed experts too when it says so; the rest of each type at the file
+  # layout's.
   repacked=0; grep -q "repack: [0-9]" "$first.1.log" && repacked=1
-  split_types=$(awk -v rp="$repacked" '
+  experts_repacked=0; grep -q "repack: [0-9].*the routed experts' among them" "$first.1.log" && experts_repacked=1
+  split_types=$(awk -v rp="$repacked" -v rx="$experts_repacked" '
     FILENAME == ARGV[1] { rate[$1] = 1; next }
     FILENAME == ARGV[2] { dense[$1] = $2; next }
-    { d = ($1 in dense) ? dense[$1] : 0
+    { d = rx ? $2 : ($1 in dense) ? dense[$1] : 0
       if (rp && (($1 ".rows16") in rate)) { print $1 ".rows16", d; print $1, $2 - d } else print $1, $2 }' \
     "$hot" <(printf '%s\n' "$dense_by_type") <(printf '%s\n' "$by_type"))
   ceil=$(ceiling_of "$split_types" "$hot" "$bw")
@@ -196,7 +199,7 @@ echo "experts resident (mapped, page cache warm), -t $threads; decode: median of
      "model's state read and written back); % of bound: the median over the" \
      "decode runs of each run's bytes/s against the mean read of the samples just before and after it; compute" \
      "ceiling: bench_matvec MatvecHot at $threads threads per weight type over the bytes of each type a token reads" \
-     "(the dense matrices a run repacked at their layout's rate, MatvecHot/TYPE.rows16)"
+     "(the matrices a run repacked, dense and routed experts, at their layout's rate, MatvecHot/TYPE.rows16)"
 echo
 header="| model | threads | MiB read / token | read GB/s (1 / 2 / 8 streams) | bound tok/s | compute ceiling tok/s"
 header+=" | decode tok/s | % of bound (of 2 / 8 streams) | % of ceiling | bound by"

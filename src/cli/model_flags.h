@@ -20,6 +20,7 @@ struct ModelFlags {
   std::string kv_type = "f16";
   int64_t n_expert_used = 0;
   bool no_repack = false;
+  bool no_repack_experts = false;
   // GPU placement (llama.cpp's -ngl, --n-cpu-moe; --device N picks a `moetier devices` index).
   int n_gpu_layers = 0;
   int n_cpu_moe = 0;

@@ -212,9 +212,21 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
     e->repack_ = "off: the experts stream, and the dense weights are held as --dense-weights says";
   }
   opts.repack = e->repack_.empty();
+  // Resident experts are repacked too, but only where the whole model fits in RAM: the copy is memory the kernel
+  // cannot drop, where a mapping that outgrows RAM (--experts resident as asked, llama.cpp's mmap) only pages.
+  const bool resident_experts = experts.source == nullptr && !layout.layers().empty();
+  opts.repack_experts = opts.repack && cfg.repack_experts && resident_experts && experts.fits_ram;
   e->model_ = model::load_model(*e->file_, opts, std::move(experts.source));
   const model::ModelInfo& info = e->model_->info();
-  if (e->repack_.empty()) e->repack_ = info.repack;
+  if (e->repack_.empty()) {
+    e->repack_ = info.repack;
+    if (resident_experts && !opts.repack_experts && e->repack_.rfind("off", 0) != 0) {
+      e->repack_ += cfg.repack_experts ? "; the routed experts stay mapped as the file stores them: the model does "
+                                         "not fit in the available memory with placement auto's headroom"
+                                       : "; the routed experts stay mapped as the file stores them "
+                                         "(--no-repack-experts)";
+    }
+  }
   e->tier_ = e->model_->vram_tier();
   if (e->replay_) e->replay_->check_model(info.n_moe_layers, info.n_expert, info.n_expert_used);
   e->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

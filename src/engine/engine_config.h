@@ -60,6 +60,9 @@ struct EngineConfig {
   int64_t n_expert_used = 0;  // top-k override (lossy); 0: the model's (or a route replay's)
   quant::ActivationRounding rounding = quant::ActivationRounding::match_ggml;
   bool repack = true;  // model::ModelOptions::repack (--no-repack clears it)
+  // With repack, the resident routed experts too, where the model fits in RAM (model::ModelOptions::repack_experts;
+  // --no-repack-experts clears it)
+  bool repack_experts = true;
   // GPU placement (model::ModelOptions, model/gpu_placement.h): the last n_gpu_layers blocks' products on Vulkan
   // device gpu_device (more than the block count: the output head too), the experts of the first n_cpu_moe blocks
   // on the CPU. 0 layers: CPU only.

@@ -115,7 +115,11 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& 
   }
   const auto decision = moe::decide_placement(cfg.placement, file_bytes, ctx_bytes.total(), mem_available);
   log("experts", fmt::format("{} ({})", decision.stream ? "stream" : "resident", decision.reason));
-  if (!decision.stream) return out;
+  if (!decision.stream) {
+    out.fits_ram =
+        !moe::decide_placement(moe::Placement::automatic, file_bytes, ctx_bytes.total(), mem_available).stream;
+    return out;
+  }
 
   moe::StreamingOptions so;
   so.policy = is_adaptive(cfg) ? "adaptive" : cfg.cache_policy;  // tuned or not is decided below

@@ -36,6 +36,10 @@ struct ExpertSetup {
   std::unique_ptr<moe::ExpertSource> source;  // null: the model takes its experts from the mapping
   moe::StreamingExperts* stream = nullptr;    // `source` when it streams, else null
   std::string dense_weights = "mapped";       // the dense policy in effect after any fallback
+  // Resident experts, and the model, its context memory and placement auto's headroom fit in the available memory
+  // (moe::decide_placement's test), so that a copy of the experts in anonymous memory cannot run the host short
+  // (model::ModelOptions::repack_experts).
+  bool fits_ram = false;
 };
 
 // `layout` is the file's (moe::ExpertLayout::from_model). n_expert_used: the top-k in force (an override's, a replay's, or 0 for the file's), for the cliff guard.

@@ -19,7 +19,7 @@ namespace moetier::model {
 int64_t default_context(const ArchSummary& s) { return std::min(s.n_ctx_train, kMaxDefaultContext); }
 
 DecoderModel::DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp, const ModelOptions& opts)
-    : file_(file), bind_(file), hp_(hp), opts_(opts) {
+    : file_(file), repacked_(opts.threads), bind_(file), hp_(hp), opts_(opts) {
   info_.architecture = file.architecture();
   info_.n_vocab = hp.n_vocab;
   info_.n_embd = hp.n_embd;
@@ -47,7 +47,7 @@ DecoderModel::DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp,
   } else if (opts.n_gpu_layers > 0) {
     info_.repack = "off: with -ngl the GPU reads the weights as the file stores them";
   } else {
-    bind_.repack_into(&repacked_);
+    bind_.repack_into(&repacked_, opts.repack_experts);
   }
   tok_embd_ = bind_.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
   out_norm_ = bind_.vector("output_norm.weight", hp.n_embd);
@@ -60,10 +60,16 @@ void DecoderModel::setup(const DecoderSizes& s) {
     info_.repack = repacked_.count() == 0
                        ? fmt::format("none: no matrix of a type with a repacked kernel on this CPU ({})",
                                      quant::kernels::int8_kernels_name())
-                       : fmt::format("{} matrices ({}), {:.1f} MiB, 16 rows in the lanes, in {:.2f} s",
+                       : fmt::format("{} matrices ({}), {:.1f} MiB, 16 rows in the lanes, in {:.2f} s on {} "
+                                     "thread{}{}",
                                      repacked_.count(), repacked_.summary(),
                                      static_cast<double>(repacked_.bytes()) / (1024.0 * 1024.0),
-                                     repacked_.seconds());
+                                     repacked_.seconds(), opts_.threads, opts_.threads == 1 ? "" : "s",
+                                     moe_.repacked_expert_stacks() > 0
+                                         ? fmt::format(", the routed experts' among them: {} stacks, their pages "
+                                                       "of the file released",
+                                                       moe_.repacked_expert_stacks())
+                                         : std::string());
   }
   info_.n_moe_layers = moe_.n_moe_layers();
   info_.moe_layers.assign(moe_.layers().begin(), moe_.layers().end());

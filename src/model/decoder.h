@@ -75,7 +75,8 @@ class DecoderModel : public Model {
   void moe_block(int64_t il, float* x, const std::vector<float>& norm, int64_t n_tok, int32_t* routing);
 
   const gguf::GgufModel& file_;
-  quant::RepackedMatrices repacked_;  // the copies bind_ hands out (ModelOptions::repack)
+  // the copies bind_ hands out, and the resident experts' (ModelOptions::repack, repack_experts)
+  quant::RepackedMatrices repacked_;
   gguf::TensorBinder bind_;
   CommonHparams hp_;
   ModelOptions opts_;

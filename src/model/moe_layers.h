@@ -73,6 +73,8 @@ class MoeLayers {
   // Whether the routed experts are read in place from the file's mapping (no expert source was given), so a
   // device may copy their stacked tensors once (-ngl); false when they stream into the expert cache.
   bool experts_in_file() const { return experts_in_file_; }
+  // Stacked expert tensors held as a rows16 copy instead of the file's bytes (TensorBinder::expert_repack_target).
+  int64_t repacked_expert_stacks() const { return repacked_expert_stacks_; }
 
   // out[n_tok, n_embd] = MoE(xn[n_tok, n_embd]) for MoE block il (is_moe(il)), routed by xr[n_tok, n_embd] (xn
   // when null: Gemma 4's router has its own input); routing: null or [n_tok, n_expert_used] receiving the chosen
@@ -94,6 +96,7 @@ class MoeLayers {
   MoeFfn ffn_;
   std::unique_ptr<moe::ExpertSource> experts_;
   bool experts_in_file_ = false;
+  int64_t repacked_expert_stacks_ = 0;
 };
 
 // Binds block il's dense FFN (SwiGLU or GEGLU): ffn_gate / ffn_up [n_ff, n_embd], ffn_down [n_embd, n_ff].

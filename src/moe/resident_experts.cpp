@@ -1,16 +1,21 @@
 #include "moe/resident_experts.h"
 
 #include <cassert>
+#include <utility>
 
 #include <fmt/ranges.h>
 
 #include "gguf/tensor_binder.h"
 #include "moe/expert_layout.h"
+#include "quant/repack.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace moetier::moe {
 
-ResidentExperts::ResidentExperts(const gguf::GgufModel& model, const ExpertShape& shape) : shape_(shape) {
+ResidentExperts::ResidentExperts(const gguf::GgufModel& model, const ExpertShape& shape,
+                                 quant::RepackedMatrices* repack)
+    : shape_(shape) {
   shape_.moe_layers.clear();
   const ExpertLayout layout = ExpertLayout::from_model(model);
   for (const LayerExperts& le : layout.layers()) shape_.moe_layers.push_back(le.layer);
@@ -40,6 +45,16 @@ ResidentExperts::ResidentExperts(const gguf::GgufModel& model, const ExpertShape
       l.up_bias = bind.f32_in_place(gguf::block_tensor(il, "ffn_up_exps.bias"), {F, E});
       l.down_bias = bind.f32_in_place(gguf::block_tensor(il, "ffn_down_exps.bias"), {D, E});
     }
+    if (repack != nullptr) {
+      // An expert's slice (and Gemma 4's up half of it) must start at a group: rows per expert a multiple of 16.
+      for (auto [v, rows_per_expert] : {std::pair{&l.gate, F}, std::pair{&l.up, F}, std::pair{&l.down, D}}) {
+        if (v->empty() || rows_per_expert % quant::kRows16 != 0 || !quant::RepackedMatrices::takes(*v)) continue;
+        const quant::WeightView file_view = *v;
+        *v = repack->add(file_view);
+        release_pages(file_view.data, static_cast<uint64_t>(file_view.rows) * file_view.row_bytes);
+        ++repacked_stacks_;
+      }
+    }
   }
 }
 
@@ -47,6 +62,7 @@ namespace {
 
 // Expert e's rows of a stack whose experts each own `rows` consecutive rows.
 quant::WeightView slice(const quant::WeightView& stack, int64_t e, int64_t rows) {
+  assert(stack.layout == quant::WeightLayout::gguf || rows % quant::kRows16 == 0);  // rows16: whole groups
   quant::WeightView v = stack;
   v.data = stack.row(e * rows);
   v.rows = rows;

@@ -6,6 +6,7 @@
 
 #include "gguf/gguf.h"
 #include "moe/expert_source.h"
+#include "quant/repacked_matrices.h"
 
 namespace moetier::moe {
 
@@ -17,12 +18,19 @@ class ResidentExperts final : public ExpertSource {
   // moetier::Error naming the tensor with expected and found shapes, or naming the file when its MoE layers are
   // not shape.n_moe_layers or (when given) not shape.moe_layers. shape().moe_layers is the file's.
   // `model` must outlive this object. Every `layer` below is a MoE ordinal in [0, n_moe_layers).
-  ResidentExperts(const gguf::GgufModel& model, const ExpertShape& shape);
+  // With `repack` (not owned; must outlive this object), each stack that RepackedMatrices::takes and whose experts
+  // are whole groups of 16 rows (n_ff, n_embd multiples of 16) is replaced by a rows16 copy (quant/repack.h: the
+  // same results, bit for bit, from faster kernels), and its pages of the mapping are released
+  // (util::release_pages), so that the copy takes their place in RAM instead of doubling it. Views are then of
+  // the copy (WeightLayout::rows16: for the CPU's integer kernels only).
+  ResidentExperts(const gguf::GgufModel& model, const ExpertShape& shape, quant::RepackedMatrices* repack = nullptr);
 
   const ExpertShape& shape() const override { return shape_; }
   void fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) override;
   // Views of one expert (no delivery protocol; for tests and tools).
   ExpertWeights expert(int64_t layer, int32_t expert) const;
+  // Stacks (one tensor of one layer) held as a rows16 copy.
+  int64_t repacked_stacks() const { return repacked_stacks_; }
 
  private:
   struct Layer {
@@ -38,6 +46,7 @@ class ResidentExperts final : public ExpertSource {
   ExpertShape shape_;
   std::vector<Layer> layers_;  // [n_moe_layers]
   std::vector<ExpertWeights> batch_;  // [n_expert]: the views of one fetch, delivered as one batch
+  int64_t repacked_stacks_ = 0;
 };
 
 }  // namespace moetier::moe

@@ -1,9 +1,12 @@
 #include "quant/repacked_matrices.h"
 
+#include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <cstdlib>
 #include <new>
+#include <thread>
+#include <vector>
 
 #include "quant/kernels/int8_kernels.h"
 #include "quant/repack.h"
@@ -26,7 +29,22 @@ WeightView RepackedMatrices::add(const WeightView& w) {
   if (p == nullptr) throw std::bad_alloc();
   blocks_.emplace_back(p);
   ++by_type_[w.type];
-  repack_rows16(w.type, w.data, w.row_bytes, w.cols, 0, w.rows / kRows16, p);
+  // Disjoint group ranges, one per thread (repack_rows16 is thread-safe for those); a small matrix takes one.
+  const int64_t groups = w.rows / kRows16;
+  // 64 groups of a 2048-column Q4_K matrix are 1.1 MiB, ~1 ms to repack: below that a thread's start would count.
+  constexpr int64_t kMinGroupsPerThread = 64;
+  const int64_t nt = std::min<int64_t>(threads_, std::max<int64_t>(groups / kMinGroupsPerThread, 1));
+  if (nt == 1) {
+    repack_rows16(w.type, w.data, w.row_bytes, w.cols, 0, groups, p);
+  } else {
+    std::vector<std::jthread> workers;
+    workers.reserve(static_cast<size_t>(nt - 1));
+    for (int64_t i = 1; i < nt; ++i) {
+      workers.emplace_back(
+          [&, i] { repack_rows16(w.type, w.data, w.row_bytes, w.cols, groups * i / nt, groups * (i + 1) / nt, p); });
+    }
+    repack_rows16(w.type, w.data, w.row_bytes, w.cols, 0, groups / nt, p);
+  }
   bytes_ += n;
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   WeightView r = w;

@@ -15,6 +15,11 @@ namespace moetier::quant {
 // Repacked copies of matrices, owned (64-byte aligned), made at load. Not thread-safe.
 class RepackedMatrices {
  public:
+  // threads: how many threads add() repacks a matrix with (its own, started per call; at least 1). At load, a
+  // resident model's routed experts are gigabytes, and the copy's first touch of every page costs as much as
+  // the rearranging (the kernel zeroes each page).
+  explicit RepackedMatrices(int threads = 1) : threads_(threads < 1 ? 1 : threads) {}
+
   // Whether add() repacks w: host memory in the GGUF layout, a type whose rows16 kernel this CPU has
   // (kernels::has_rows16_kernel) and a shape that fits (rows16_layout_fits).
   static bool takes(const WeightView& w);
@@ -32,6 +37,7 @@ class RepackedMatrices {
   };
   std::vector<std::unique_ptr<uint8_t, Free>> blocks_;  // one per matrix, [rows * row_bytes] each
   std::map<GgmlType, size_t> by_type_;                   // matrices per type
+  int threads_ = 1;
   uint64_t bytes_ = 0;
   double seconds_ = 0.0;
 };

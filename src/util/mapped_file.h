@@ -42,4 +42,11 @@ class MappedFile {
 // Returns the seconds it took. Read errors of the file surface as SIGBUS, as for any mapped access.
 double prefault_pages(const uint8_t* begin, uint64_t bytes);
 
+// Asks the kernel to drop the whole pages inside [begin, begin + bytes) of a read-only file mapping from memory
+// (madvise(MADV_PAGEOUT), Linux 5.4+): for bytes the process reads no more, such as weights it now holds a
+// repacked copy of, so that the copy takes the place of the file's pages in RAM instead of doubling them. Clean
+// pages leave the page cache unless another process maps them; a later access would read them again. Returns
+// false where the kernel refused (before 5.4: the pages stay cached and reclaimable, as any file page).
+bool release_pages(const uint8_t* begin, uint64_t bytes);
+
 }  // namespace moetier

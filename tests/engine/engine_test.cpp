@@ -13,7 +13,9 @@
 #include "cli/run_cli.h"
 #include "engine/context_memory.h"
 #include "engine/engine.h"
+#include "engine/expert_setup.h"
 #include "model/eval.h"
+#include "moe/expert_layout.h"
 #include "quant/kernels/int8_kernels.h"
 #include "test_support.h"
 #include "trace/route_trace.h"
@@ -88,8 +90,9 @@ TEST(Engine, CountsTheRecurrentStateOfEverySequence) {
   EXPECT_EQ(q.recurrent_floats_per_sequence, 0);
 }
 
-// Repacking (model::ModelOptions::repack) is the engine's choice, logged with its reason: on for resident experts
-// where the CPU has the kernels, off with --no-repack and when the experts stream.
+// Repacking (model::ModelOptions::repack, repack_experts) is the engine's choice, logged with its reason: on for
+// resident experts where the CPU has the kernels (the experts too, the model fitting in RAM), the experts left out
+// with --no-repack-experts, everything off with --no-repack and when the experts stream.
 TEST(Engine, RepacksResidentModelsAndSaysWhyNot) {
   EngineConfig c = quiet(oracle_model("tiny-gptoss-Q8_0.gguf"));
   c.n_ctx = 64;
@@ -97,6 +100,17 @@ TEST(Engine, RepacksResidentModelsAndSaysWhyNot) {
   const bool kernels = quant::kernels::has_rows16_kernel(quant::GgmlType::Q8_0);
   EXPECT_TRUE(has_decision(*resident, "repack", kernels ? " Q8_0)" : "none: ")) << resident->repack();
   EXPECT_EQ(resident->repack(), resident->info().repack);
+  if (kernels) {
+    // its 4 MoE layers' gate, up and down stacks
+    EXPECT_TRUE(has_decision(*resident, "repack", "the routed experts' among them: 12 stacks")) << resident->repack();
+  }
+  c.repack_experts = false;
+  const auto dense_only = load_engine(c);
+  EXPECT_TRUE(has_decision(*dense_only, "repack", "the routed experts stay mapped as the file stores them "
+                                                  "(--no-repack-experts)"))
+      << dense_only->repack();
+  EXPECT_FALSE(has_decision(*dense_only, "repack", "among them")) << dense_only->repack();
+  c.repack_experts = true;
   c.repack = false;
   EXPECT_TRUE(has_decision(*load_engine(c), "repack", "off (--no-repack)"));
   c.repack = true;
@@ -104,6 +118,26 @@ TEST(Engine, RepacksResidentModelsAndSaysWhyNot) {
   c.cache_mib = 1;
   const auto streamed = load_engine(c);
   EXPECT_TRUE(has_decision(*streamed, "repack", "off: the experts stream")) << streamed->repack();
+}
+
+// The experts' copy is anonymous memory, which the kernel cannot page out as it does the mapping: it is made only
+// where the model fits in the available memory by placement auto's test, whatever --experts says.
+TEST(ExpertSetup, TheExpertsFitInRamOnlyWhereTheModelDoes) {
+  const gguf::GgufModel file = gguf::GgufModel::open(oracle_model("tiny-gptoss-Q8_0.gguf"));
+  const auto layout = moe::ExpertLayout::from_model(file);
+  EngineConfig c = quiet(oracle_model("tiny-gptoss-Q8_0.gguf"));
+  const DecisionLog log = [](const std::string&, const std::string&) {};
+  ContextBytes ctx;
+  ctx.kv = uint64_t{1} << 20;
+  for (const moe::Placement p : {moe::Placement::resident, moe::Placement::automatic}) {
+    c.placement = p;
+    EXPECT_TRUE(setup_experts(file, layout, c, 0, ctx, uint64_t{1} << 40, log).fits_ram);
+  }
+  // Forced resident on a host without the room: mapped, paging as llama.cpp's mmap does, and not copied.
+  c.placement = moe::Placement::resident;
+  const ExpertSetup tight = setup_experts(file, layout, c, 0, ctx, file.shards().front().file_size, log);
+  EXPECT_EQ(tight.source, nullptr);
+  EXPECT_FALSE(tight.fits_ram);
 }
 
 TEST(Engine, StreamsWhenAskedAndLogsEveryChoice) {

@@ -1,6 +1,7 @@
-// Repacked weights (ModelOptions::repack, quant/repack.h) change how the dense Q8_0 and Q4_K matrices are laid out
-// in memory, never the math: a model's logits and routing, prompt and decode, are bit-identical with and without them;
-// and the start log says what was repacked, or why nothing was.
+// Repacked weights (ModelOptions::repack and repack_experts, quant/repack.h) change how the dense Q8_0 and Q4_K
+// matrices and the resident routed experts' stacks are laid out in memory, never the math: a model's logits and
+// routing, prompt and decode, are bit-identical with and without them; and the start log says what was repacked, or
+// why nothing was.
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -17,11 +18,12 @@
 namespace moetier::model {
 namespace {
 
-EvalResult run(const gguf::GgufModel& file, bool repack, std::string* note, int threads = 2) {
+EvalResult run(const gguf::GgufModel& file, bool repack, std::string* note, int threads = 2, bool experts = true) {
   ModelOptions opts;
   opts.n_ctx = 64;
   opts.threads = threads;
   opts.repack = repack;
+  opts.repack_experts = repack && experts;
   const auto model = load_model(file, opts);
   *note = model->info().repack;
   std::vector<int32_t> tokens(24);
@@ -42,6 +44,8 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
     const bool k_mix = GetParam().find("Q4_K_M") != std::string::npos;
     EXPECT_NE(on_note.find(k_mix ? " Q4_K" : " Q8_0"), std::string::npos) << on_note;
     EXPECT_NE(on_note.find(" matrices ("), std::string::npos) << on_note;
+    // and so are their experts (Q8_0 or Q4_K, 256 rows each), the gate and up stacks of every MoE layer at least
+    EXPECT_NE(on_note.find("the routed experts' among them: "), std::string::npos) << on_note;
   } else {
     EXPECT_EQ(on_note.rfind("none: ", 0), 0u) << on_note;
   }
@@ -53,6 +57,11 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
   std::string one_note;
   const EvalResult one = run(file, true, &one_note, 1);
   EXPECT_EQ(0, std::memcmp(on.logits.data(), one.logits.data(), sizeof(float) * on.logits.size()));
+  // The dense matrices alone (the experts as the file stores them): the same bits, and a note without experts.
+  std::string dense_note;
+  const EvalResult dense = run(file, true, &dense_note, 2, false);
+  EXPECT_EQ(dense_note.find("routed experts"), std::string::npos) << dense_note;
+  EXPECT_EQ(0, std::memcmp(on.logits.data(), dense.logits.data(), sizeof(float) * on.logits.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, RepackTest,
