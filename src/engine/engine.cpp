@@ -216,11 +216,13 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   // cannot drop, where a mapping that outgrows RAM (--experts resident as asked, llama.cpp's mmap) only pages.
   const bool resident_experts = experts.source == nullptr && !layout.layers().empty();
   opts.repack_experts = opts.repack && cfg.repack_experts && resident_experts && experts.fits_ram;
+  opts.evict_repacked_experts = !experts.fits_beside_file;
   e->model_ = model::load_model(*e->file_, opts, std::move(experts.source));
   const model::ModelInfo& info = e->model_->info();
   if (e->repack_.empty()) {
     e->repack_ = info.repack;
-    if (resident_experts && !opts.repack_experts && e->repack_.rfind("off", 0) != 0) {
+    if (resident_experts && !opts.repack_experts && e->repack_.rfind("off", 0) != 0 &&
+        e->repack_.rfind("none", 0) != 0) {
       e->repack_ += cfg.repack_experts ? "; the routed experts stay mapped as the file stores them: the model does "
                                          "not fit in the available memory with placement auto's headroom"
                                        : "; the routed experts stay mapped as the file stores them "

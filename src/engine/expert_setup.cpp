@@ -116,8 +116,11 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& 
   const auto decision = moe::decide_placement(cfg.placement, file_bytes, ctx_bytes.total(), mem_available);
   log("experts", fmt::format("{} ({})", decision.stream ? "stream" : "resident", decision.reason));
   if (!decision.stream) {
-    out.fits_ram =
-        !moe::decide_placement(moe::Placement::automatic, file_bytes, ctx_bytes.total(), mem_available).stream;
+    const auto fits = [&](uint64_t bytes) {
+      return !moe::decide_placement(moe::Placement::automatic, bytes, ctx_bytes.total(), mem_available).stream;
+    };
+    out.fits_ram = fits(file_bytes);
+    out.fits_beside_file = out.fits_ram && fits(file_bytes + layout.expert_total_bytes());
     return out;
   }
 

@@ -40,6 +40,9 @@ struct ExpertSetup {
   // (moe::decide_placement's test), so that a copy of the experts in anonymous memory cannot run the host short
   // (model::ModelOptions::repack_experts).
   bool fits_ram = false;
+  // fits_ram, and RAM also holds a copy of every expert beside the whole file in the page cache, so a copy's file
+  // pages need not leave the page cache (model::ModelOptions::evict_repacked_experts).
+  bool fits_beside_file = false;
 };
 
 // `layout` is the file's (moe::ExpertLayout::from_model). n_expert_used: the top-k in force (an override's, a replay's, or 0 for the file's), for the cliff guard.

@@ -40,14 +40,17 @@ class TensorBinder {
 
   // From now on matrix() hands out repacked copies (quant/repack.h) made into `into` (not owned; must outlive the
   // views): for a model whose products all run on the CPU with the integer kernels. With `experts`, the resident
-  // routed experts' stacks are repacked into it too (expert_repack_target).
-  void repack_into(quant::RepackedMatrices* into, bool experts = false) {
+  // routed experts' stacks are repacked into it too (expert_repack_target), their file pages evicted from the page
+  // cache with `evict` (evict_expert_pages).
+  void repack_into(quant::RepackedMatrices* into, bool experts = false, bool evict = false) {
     repack_ = into;
     repack_experts_ = experts;
+    evict_expert_pages_ = evict;
   }
   // Where a resident expert source repacks the stacks it binds (moe::ResidentExperts): repack_into's target when
   // it took the experts, else null. matrix_stack() itself always views the file.
   quant::RepackedMatrices* expert_repack_target() const { return repack_experts_ ? repack_ : nullptr; }
+  bool evict_expert_pages() const { return evict_expert_pages_; }
 
   // A stack of `n` matrices [cols, rows, n] viewed as one matrix of n * rows rows (index first).
   quant::WeightView matrix_stack(const std::string& name, int64_t cols, int64_t rows, int64_t n) const;
@@ -69,6 +72,7 @@ class TensorBinder {
   mutable std::vector<BoundMatrix> matrices_;
   quant::RepackedMatrices* repack_ = nullptr;
   bool repack_experts_ = false;
+  bool evict_expert_pages_ = false;
   mutable std::map<const uint8_t*, quant::WeightView> repacked_;  // by the tensor's bytes in the mapping
 };
 

@@ -47,7 +47,7 @@ DecoderModel::DecoderModel(const gguf::GgufModel& file, const CommonHparams& hp,
   } else if (opts.n_gpu_layers > 0) {
     info_.repack = "off: with -ngl the GPU reads the weights as the file stores them";
   } else {
-    bind_.repack_into(&repacked_, opts.repack_experts);
+    bind_.repack_into(&repacked_, opts.repack_experts, opts.evict_repacked_experts);
   }
   tok_embd_ = bind_.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
   out_norm_ = bind_.vector("output_norm.weight", hp.n_embd);
@@ -60,15 +60,19 @@ void DecoderModel::setup(const DecoderSizes& s) {
     info_.repack = repacked_.count() == 0
                        ? fmt::format("none: no matrix of a type with a repacked kernel on this CPU ({})",
                                      quant::kernels::int8_kernels_name())
-                       : fmt::format("{} matrices ({}), {:.1f} MiB, 16 rows in the lanes, in {:.2f} s on {} "
+                       : fmt::format("{} matrices ({}), {:.1f} MiB, 16 rows in the lanes, in {:.2f} s with up to {} "
                                      "thread{}{}",
                                      repacked_.count(), repacked_.summary(),
                                      static_cast<double>(repacked_.bytes()) / (1024.0 * 1024.0),
                                      repacked_.seconds(), opts_.threads, opts_.threads == 1 ? "" : "s",
                                      moe_.repacked_expert_stacks() > 0
                                          ? fmt::format(", the routed experts' among them: {} stacks, their pages "
-                                                       "of the file released",
-                                                       moe_.repacked_expert_stacks())
+                                                       "of the file unmapped{}",
+                                                       moe_.repacked_expert_stacks(),
+                                                       opts_.evict_repacked_experts
+                                                           ? " and evicted from the page cache (RAM holds no copy "
+                                                             "beside the whole file)"
+                                                           : ", left to the page cache")
                                          : std::string());
   }
   info_.n_moe_layers = moe_.n_moe_layers();

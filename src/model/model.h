@@ -81,11 +81,16 @@ struct ModelOptions {
   // weights are placed by --dense-weights).
   bool repack = false;
   // With repack, the routed experts too when the model reads them from the mapping (no expert source given): each
-  // stack whose type has a rows16 kernel becomes a copy, and its pages of the mapping are released, so RAM holds
-  // the copy instead of the file's pages (moe::ResidentExperts). Only where the model fits in RAM: the copy is
+  // stack whose type has a rows16 kernel becomes a copy, and its pages of the mapping are released (unmapped, left
+  // to the page cache as reclaimable), so the process holds the copy instead of the file's pages
+  // (moe::ResidentExperts). Only where the model fits in RAM: the copy is
   // anonymous memory, which the kernel cannot drop and read again as it can a mapping's pages. At load this costs
   // a pass over the experts (the page faults of the copy as much as the rearranging), on `threads` threads.
   bool repack_experts = false;
+  // With repack_experts, where RAM cannot hold the copy beside the whole file in the page cache: the copied stacks'
+  // file pages are evicted from the page cache as well as unmapped (release_pages), so that the kernel does not
+  // reclaim them while the model computes; the next run reads them from the drive again.
+  bool evict_repacked_experts = false;
 };
 
 inline constexpr int64_t kVramAuto = -1;
@@ -112,8 +117,8 @@ struct ModelInfo {
   // the expert source does not read ahead.
   std::string expert_prefetch;
   // The repacked matrices (ModelOptions::repack): "12 matrices (4 Q8_0, 8 Q4_K), 1234.0 MiB, 16 rows in the lanes,
-  // in 1.2 s on 2 threads" (", the routed experts' among them: 96 stacks, their pages of the file released" when
-  // repack_experts took some), or "off: <why>".
+  // in 1.2 s with up to 2 threads" (", the routed experts' among them: 96 stacks, their pages of the file
+  // unmapped" when repack_experts took some), or "off: <why>".
   std::string repack;
 };
 

@@ -76,7 +76,8 @@ MoeLayers::MoeLayers(const gguf::GgufModel& file, const gguf::TensorBinder& bind
   shape.has_bias = with.expert_bias;
   shape.merged_gate_up = hp.merged_gate_up;
   if (!experts) {
-    auto resident = std::make_unique<moe::ResidentExperts>(file, shape, bind.expert_repack_target());
+    auto resident = std::make_unique<moe::ResidentExperts>(file, shape, bind.expert_repack_target(),
+                                                             bind.evict_expert_pages());
     repacked_expert_stacks_ = resident->repacked_stacks();
     experts_ = std::move(resident);
     experts_in_file_ = true;

@@ -14,7 +14,7 @@
 namespace moetier::moe {
 
 ResidentExperts::ResidentExperts(const gguf::GgufModel& model, const ExpertShape& shape,
-                                 quant::RepackedMatrices* repack)
+                                 quant::RepackedMatrices* repack, bool evict)
     : shape_(shape) {
   shape_.moe_layers.clear();
   const ExpertLayout layout = ExpertLayout::from_model(model);
@@ -51,7 +51,7 @@ ResidentExperts::ResidentExperts(const gguf::GgufModel& model, const ExpertShape
         if (v->empty() || rows_per_expert % quant::kRows16 != 0 || !quant::RepackedMatrices::takes(*v)) continue;
         const quant::WeightView file_view = *v;
         *v = repack->add(file_view);
-        release_pages(file_view.data, static_cast<uint64_t>(file_view.rows) * file_view.row_bytes);
+        release_pages(file_view.data, static_cast<uint64_t>(file_view.rows) * file_view.row_bytes, evict);
         ++repacked_stacks_;
       }
     }

@@ -20,10 +20,11 @@ class ResidentExperts final : public ExpertSource {
   // `model` must outlive this object. Every `layer` below is a MoE ordinal in [0, n_moe_layers).
   // With `repack` (not owned; must outlive this object), each stack that RepackedMatrices::takes and whose experts
   // are whole groups of 16 rows (n_ff, n_embd multiples of 16) is replaced by a rows16 copy (quant/repack.h: the
-  // same results, bit for bit, from faster kernels), and its pages of the mapping are released
-  // (util::release_pages), so that the copy takes their place in RAM instead of doubling it. Views are then of
-  // the copy (WeightLayout::rows16: for the CPU's integer kernels only).
-  ResidentExperts(const gguf::GgufModel& model, const ExpertShape& shape, quant::RepackedMatrices* repack = nullptr);
+  // same results, bit for bit, from faster kernels), and its pages of the mapping are released (release_pages:
+  // unmapped, and with `evict` dropped from the page cache too), so that the copy takes their place in RAM instead
+  // of doubling it. Views are then of the copy (WeightLayout::rows16: for the CPU's integer kernels only).
+  ResidentExperts(const gguf::GgufModel& model, const ExpertShape& shape, quant::RepackedMatrices* repack = nullptr,
+                  bool evict = false);
 
   const ExpertShape& shape() const override { return shape_; }
   void fetch(int64_t layer, std::span<const int32_t> experts, ExpertConsumer& consumer) override;

@@ -82,7 +82,7 @@ double prefault_pages(const uint8_t* begin, uint64_t bytes) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool release_pages(const uint8_t* begin, uint64_t bytes) {
+bool release_pages(const uint8_t* begin, uint64_t bytes, bool evict) {
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t b = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
   const uintptr_t e = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
@@ -90,7 +90,9 @@ bool release_pages(const uint8_t* begin, uint64_t bytes) {
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21  // Linux 5.4 uapi value; older headers lack it, older kernels answer EINVAL
 #endif
-  return ::madvise(reinterpret_cast<void*>(b), e - b, MADV_PAGEOUT) == 0;
+  // Best effort: where the kernel refuses, the unmapped pages are still the first it reclaims.
+  if (evict) (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_PAGEOUT);
+  return ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED) == 0;
 }
 
 }  // namespace moetier

@@ -42,11 +42,14 @@ class MappedFile {
 // Returns the seconds it took. Read errors of the file surface as SIGBUS, as for any mapped access.
 double prefault_pages(const uint8_t* begin, uint64_t bytes);
 
-// Asks the kernel to drop the whole pages inside [begin, begin + bytes) of a read-only file mapping from memory
-// (madvise(MADV_PAGEOUT), Linux 5.4+): for bytes the process reads no more, such as weights it now holds a
-// repacked copy of, so that the copy takes the place of the file's pages in RAM instead of doubling them. Clean
-// pages leave the page cache unless another process maps them; a later access would read them again. Returns
-// false where the kernel refused (before 5.4: the pages stay cached and reclaimable, as any file page).
-bool release_pages(const uint8_t* begin, uint64_t bytes);
+// Unmaps the whole pages inside [begin, begin + bytes) of a read-only file mapping from this process
+// (madvise(MADV_DONTNEED)), for bytes it reads no more, such as weights it now holds a repacked copy of: they leave
+// its RSS and become clean page cache that no process maps, so the copy takes their place in the process. With
+// `evict`, first asks the kernel to drop them from the page cache as well (MADV_PAGEOUT, Linux 5.4+; it skips files
+// the caller neither owns nor may write): for RAM that cannot hold the copy beside them, where leaving them to the
+// kernel's reclaim measured slower than no copy (docs/design.md: the reclaim ran during the products), at the price
+// of the next run reading them from the drive. The range stays mapped; a later access maps the page again. Returns false where the
+// kernel refused to unmap (the pages then stay mapped).
+bool release_pages(const uint8_t* begin, uint64_t bytes, bool evict);
 
 }  // namespace moetier

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/run_cli.h"
+#include "quant/kernels/int8_kernels.h"
 #include "util/json_file.h"
 
 namespace moetier {
@@ -24,6 +25,32 @@ TEST(Run, GreedyReproducesTheReferenceText) {
   EXPECT_NE(r.output.find(prompt + j["greedy_text"].get<std::string>()), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("decode: 31 tokens"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("tok/s"), std::string::npos);
+}
+
+// --no-repack-experts keeps the resident routed experts as the file stores them, and the start log says so; the
+// text is the same as with them repacked (the same bits).
+TEST(Run, NoRepackExpertsKeepsTheFileLayoutAndTheText) {
+  const std::string m = (test::oracle_dir() / "models/tiny-qwen3moe-Q8_0.gguf").string();
+  const std::string cmd = "run -m '" + m + "' --temp 0 -n 12 -p 'Once upon a time' --experts resident";
+  const auto repacked = test::run_cli(cmd);
+  const auto mapped = test::run_cli(cmd + " --no-repack-experts");
+  ASSERT_EQ(repacked.exit_code, 0) << repacked.output;
+  ASSERT_EQ(mapped.exit_code, 0) << mapped.output;
+  const bool kernels = quant::kernels::has_rows16_kernel(quant::GgmlType::Q8_0);
+  EXPECT_NE(repacked.output.find(kernels ? "the routed experts' among them: " : "repack: none: "), std::string::npos)
+      << repacked.output;
+  EXPECT_NE(mapped.output.find(kernels ? "the routed experts stay mapped as the file stores them (--no-repack-experts)"
+                                       : "repack: none: "),
+            std::string::npos)
+      << mapped.output;
+  // The prompt and its continuation: from the prompt's echo to the summary.
+  const auto text = [](const std::string& out) {
+    const size_t end = out.find("\nprefill: ");
+    const size_t begin = out.rfind("Once upon a time", end);
+    return end == std::string::npos || begin == std::string::npos ? std::string() : out.substr(begin, end - begin);
+  };
+  EXPECT_FALSE(text(repacked.output).empty()) << repacked.output;
+  EXPECT_EQ(text(repacked.output), text(mapped.output));
 }
 
 // --tokens runs a prompt given as token ids as it is: the oracle case's prompt_tokens give its greedy text, and so

@@ -101,13 +101,15 @@ TEST(Engine, RepacksResidentModelsAndSaysWhyNot) {
   EXPECT_TRUE(has_decision(*resident, "repack", kernels ? " Q8_0)" : "none: ")) << resident->repack();
   EXPECT_EQ(resident->repack(), resident->info().repack);
   if (kernels) {
-    // its 4 MoE layers' gate, up and down stacks
+    // its 4 MoE layers' gate, up and down stacks; a 4 MiB file fits beside its copy, so its pages stay cached
     EXPECT_TRUE(has_decision(*resident, "repack", "the routed experts' among them: 12 stacks")) << resident->repack();
+    EXPECT_TRUE(has_decision(*resident, "repack", ", left to the page cache")) << resident->repack();
   }
   c.repack_experts = false;
   const auto dense_only = load_engine(c);
-  EXPECT_TRUE(has_decision(*dense_only, "repack", "the routed experts stay mapped as the file stores them "
-                                                  "(--no-repack-experts)"))
+  EXPECT_TRUE(has_decision(*dense_only, "repack",
+                           kernels ? "the routed experts stay mapped as the file stores them (--no-repack-experts)"
+                                   : "none: "))
       << dense_only->repack();
   EXPECT_FALSE(has_decision(*dense_only, "repack", "among them")) << dense_only->repack();
   c.repack_experts = true;
@@ -129,15 +131,24 @@ TEST(ExpertSetup, TheExpertsFitInRamOnlyWhereTheModelDoes) {
   const DecisionLog log = [](const std::string&, const std::string&) {};
   ContextBytes ctx;
   ctx.kv = uint64_t{1} << 20;
+  const uint64_t file_bytes = file.shards().front().file_size;
   for (const moe::Placement p : {moe::Placement::resident, moe::Placement::automatic}) {
     c.placement = p;
-    EXPECT_TRUE(setup_experts(file, layout, c, 0, ctx, uint64_t{1} << 40, log).fits_ram);
+    const ExpertSetup roomy = setup_experts(file, layout, c, 0, ctx, uint64_t{1} << 40, log);
+    EXPECT_TRUE(roomy.fits_ram);
+    EXPECT_TRUE(roomy.fits_beside_file);
+    // Room for the model, not for a copy of its experts beside it: the copy's file pages leave the page cache.
+    const ExpertSetup fits =
+        setup_experts(file, layout, c, 0, ctx, file_bytes + ctx.total() + moe::kDefaultHeadroom, log);
+    EXPECT_TRUE(fits.fits_ram);
+    EXPECT_FALSE(fits.fits_beside_file);
   }
   // Forced resident on a host without the room: mapped, paging as llama.cpp's mmap does, and not copied.
   c.placement = moe::Placement::resident;
-  const ExpertSetup tight = setup_experts(file, layout, c, 0, ctx, file.shards().front().file_size, log);
+  const ExpertSetup tight = setup_experts(file, layout, c, 0, ctx, file_bytes, log);
   EXPECT_EQ(tight.source, nullptr);
   EXPECT_FALSE(tight.fits_ram);
+  EXPECT_FALSE(tight.fits_beside_file);
 }
 
 TEST(Engine, StreamsWhenAskedAndLogsEveryChoice) {

@@ -44,7 +44,8 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
     const bool k_mix = GetParam().find("Q4_K_M") != std::string::npos;
     EXPECT_NE(on_note.find(k_mix ? " Q4_K" : " Q8_0"), std::string::npos) << on_note;
     EXPECT_NE(on_note.find(" matrices ("), std::string::npos) << on_note;
-    // and so are their experts (Q8_0 or Q4_K, 256 rows each), the gate and up stacks of every MoE layer at least
+    // and so are their experts (Q8_0 or Q4_K stacks, each expert whole groups of 16 rows): the gate and up stacks of
+    // every MoE layer at least
     EXPECT_NE(on_note.find("the routed experts' among them: "), std::string::npos) << on_note;
   } else {
     EXPECT_EQ(on_note.rfind("none: ", 0), 0u) << on_note;
@@ -81,6 +82,7 @@ TEST(Repack, ExactActivationsKeepTheFileLayout) {
   opts.n_ctx = 16;
   opts.rounding = quant::ActivationRounding::exact;
   opts.repack = true;
+  opts.repack_experts = true;
   const auto model = load_model(file, opts);
   EXPECT_EQ(model->info().repack.rfind("off: ", 0), 0u) << model->info().repack;
 }
