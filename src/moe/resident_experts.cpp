@@ -51,7 +51,8 @@ ResidentExperts::ResidentExperts(const gguf::GgufModel& model, const ExpertShape
         if (v->empty() || rows_per_expert % quant::kRows16 != 0 || !quant::RepackedMatrices::takes(*v)) continue;
         const quant::WeightView file_view = *v;
         *v = repack->add(file_view);
-        release_pages(file_view.data, static_cast<uint64_t>(file_view.rows) * file_view.row_bytes, evict);
+        // A refusal (locked pages) leaves them mapped: more resident memory, the same results.
+        (void)release_pages(file_view.data, static_cast<uint64_t>(file_view.rows) * file_view.row_bytes, evict);
         ++repacked_stacks_;
       }
     }
