@@ -81,11 +81,11 @@ struct ModelOptions {
   // weights are placed by --dense-weights).
   bool repack = false;
   // With repack, the routed experts too when the model reads them from the mapping (no expert source given): each
-  // stack whose type has a rows16 kernel becomes a copy, and its pages of the mapping are released (unmapped, left
-  // to the page cache as reclaimable), so the process holds the copy instead of the file's pages
-  // (moe::ResidentExperts). Only where the model fits in RAM: the copy is
-  // anonymous memory, which the kernel cannot drop and read again as it can a mapping's pages. At load this costs
-  // a pass over the experts (the page faults of the copy as much as the rearranging), on `threads` threads.
+  // stack whose type has a rows16 kernel becomes a copy, and its pages of the mapping are released (unmapped; see
+  // evict_repacked_experts), so the process holds the copy instead of the file's pages (moe::ResidentExperts).
+  // Only where the model fits in RAM: the copy is anonymous memory, which the kernel cannot drop and read again as
+  // it can a mapping's pages. At load this costs a pass over the experts (the page faults of the copy as much as
+  // the rearranging), on `threads` threads.
   bool repack_experts = false;
   // With repack_experts, where RAM cannot hold the copy beside the whole file in the page cache: the copied stacks'
   // file pages are evicted from the page cache as well as unmapped (release_pages), so that the kernel does not

@@ -48,8 +48,8 @@ double prefault_pages(const uint8_t* begin, uint64_t bytes);
 // `evict`, first asks the kernel to drop them from the page cache as well (MADV_PAGEOUT, Linux 5.4+; it skips files
 // the caller neither owns nor may write): for RAM that cannot hold the copy beside them, where leaving them to the
 // kernel's reclaim measured slower than no copy (docs/design.md: the reclaim ran during the products), at the price
-// of the next run reading them from the drive. The range stays mapped; a later access maps the page again. Returns false where the
-// kernel refused to unmap (the pages then stay mapped).
+// of the next run reading them from the drive. The range stays mapped; a later access maps the page again. Returns
+// false where the kernel refused to unmap (the pages then stay mapped).
 bool release_pages(const uint8_t* begin, uint64_t bytes, bool evict);
 
 }  // namespace moetier
