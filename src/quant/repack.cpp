@@ -9,7 +9,8 @@
 namespace moetier::quant {
 
 bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols) {
-  const int64_t block = type == GgmlType::Q8_0 ? kQK : type == GgmlType::Q4_K ? kQK_K : 0;
+  const int64_t block =
+      type == GgmlType::Q8_0 ? kQK : type == GgmlType::Q4_K || type == GgmlType::Q6_K ? kQK_K : 0;
   return block > 0 && rows > 0 && rows % kRows16 == 0 && cols > 0 && cols % block == 0;
 }
 
@@ -49,20 +50,41 @@ void repack_q4_k(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, ui
   }
 }
 
+// Every 4 bytes of a row's block go to lane l of one vector (the d's 2 bytes to fp16 l of the last 32): the scales
+// to vectors 0-3, then for each dword index i and half h its qh dword and its two ql dwords to 4 + 6i + 3h + 0, 1, 2.
+void repack_q6_k(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, uint8_t* out) {
+  static_assert(sizeof(BlockQ6_K) * kRows16 == kRows16Q6KBlockBytes);
+  for (int64_t b = 0; b < nb; ++b, out += kRows16Q6KBlockBytes) {
+    for (int64_t l = 0; l < kRows16; ++l) {
+      const uint8_t* blk =
+          src + static_cast<size_t>(g * kRows16 + l) * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ6_K);
+      for (int c = 0; c < 4; ++c) std::memcpy(out + 64 * c + 4 * l, blk + offsetof(BlockQ6_K, scales) + 4 * c, 4);
+      for (int i = 0; i < 8; ++i) {
+        for (int h = 0; h < 2; ++h) {
+          uint8_t* v = out + kRows16Q6KCodesAt + 64 * (6 * i + 3 * h) + 4 * l;
+          std::memcpy(v, blk + offsetof(BlockQ6_K, qh) + 32 * h + 4 * i, 4);
+          std::memcpy(v + 64, blk + offsetof(BlockQ6_K, ql) + 64 * h + 4 * i, 4);
+          std::memcpy(v + 128, blk + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * i, 4);
+        }
+      }
+      std::memcpy(out + kRows16Q6KDAt + 2 * l, blk + offsetof(BlockQ6_K, d), 2);
+    }
+  }
+}
+
 }  // namespace
 
 void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
                    uint8_t* dst) {
   assert(g0 <= g1 && rows16_layout_fits(type, kRows16, cols));
-  const bool q8 = type == GgmlType::Q8_0;
-  const int64_t nb = cols / (q8 ? kQK : kQK_K);
-  assert(row_bytes == static_cast<size_t>(nb) * (q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_K)));
+  const int64_t nb = cols / (type == GgmlType::Q8_0 ? kQK : kQK_K);
+  assert(row_bytes == quant::row_bytes(type, cols));
   for (int64_t g = g0; g < g1; ++g) {
     uint8_t* out = dst + static_cast<size_t>(g) * kRows16 * row_bytes;
-    if (q8) {
-      repack_q8_0(src, row_bytes, nb, g, out);
-    } else {
-      repack_q4_k(src, row_bytes, nb, g, out);
+    switch (type) {
+      case GgmlType::Q8_0: repack_q8_0(src, row_bytes, nb, g, out); break;
+      case GgmlType::Q4_K: repack_q4_k(src, row_bytes, nb, g, out); break;
+      default: repack_q6_k(src, row_bytes, nb, g, out); break;
     }
   }
 }

@@ -1,8 +1,8 @@
 // Weight layouts other than the GGUF file's, made at load for the kernels that read them faster.
 //
-// rows16 ("16 rows in the lanes"), Q8_0 and Q4_K: the rows in groups of 16, each group's blocks one after the other,
-// each block the 16 rows' GGUF blocks rearranged so that a 512-bit vector holds the same 4 bytes of each of the 16
-// rows, row r in 32-bit lane r:
+// rows16 ("16 rows in the lanes"), Q8_0, Q4_K and Q6_K: the rows in groups of 16, each group's blocks one after the
+// other, each block the 16 rows' GGUF blocks rearranged so that a 512-bit vector holds the same 4 bytes of each of
+// the 16 rows, row r in 32-bit lane r:
 // Q8_0, 544 bytes per block of 32 columns (as 16 GGUF blocks of 34):
 //   [0, 32)    fp16 d of rows 0..15 of the group (row order)
 //   [32, 544)  8 quads q (columns 4q .. 4q + 3 of the block), 64 bytes each: 4 bytes per row, rows 0..15 in order,
@@ -14,6 +14,15 @@
 //                4i + 3 (low nibbles: elements 64p + 4i ..; high nibbles: 64p + 32 + 4i ..; p < 4, i < 8) in
 //                vector q4k_rows16_vector(p, i), the order in which the one-token kernel reads them (four per
 //                pair of its lanes: int8_rows16-inl.h), so that it reads the block front to back
+// Q6_K, 3360 bytes per block of 256 columns (as 16 GGUF blocks of 210; BlockQ6_K: ql, qh, int8 scales, fp16 d):
+//   [0, 256)      4 vectors of the scales: vector c holds scales 4c .. 4c + 3 of each row
+//   [256, 3328)   48 vectors of the codes, 6 per dword index i < 8, for half h = 0, 1 of the block: vector 6i + 3h
+//                 holds qh bytes 32h + 4i .. 4i + 3 of each row (the high bit pairs of elements 128h + 4i + 32k, k
+//                 < 4, at bits 2k), 6i + 3h + 1 its ql bytes 64h + 4i .. (low nibbles: elements 128h + 4i ..; high:
+//                 128h + 64 + 4i ..) and 6i + 3h + 2 its ql bytes 64h + 32 + 4i .. (elements 128h + 32 + 4i .., 128h
+//                 + 96 + 4i ..): the three that make the codes of lanes i and i + 8 of the one-token kernel's sums
+//                 (int8_rows16-inl.h), in the order it reads them
+//   [3328, 3360)  fp16 d of rows 0..15 of the group (row order)
 // A 512-bit vector then holds one quad of 16 rows, one row per 32-bit lane, and vpdpbusd (u8 x s8) multiplies it
 // with one token's 4 activation codes broadcast to every lane: 64 products per instruction with the rows' sums in
 // the lanes, where the GGUF layout puts a row's codes in one vector and needs a horizontal sum per row, and the
@@ -36,6 +45,9 @@ enum class WeightLayout : uint8_t { gguf, rows16 };
 inline constexpr int64_t kRows16 = 16;            // rows per group of the rows16 layout
 inline constexpr size_t kRows16BlockBytes = 544;  // Q8_0: one 32-column block of a group: 16 scales, 512 code bytes
 inline constexpr size_t kRows16Q4KBlockBytes = 2304;  // Q4_K: one 256-column block of a group: 256 head, 2048 nibbles
+inline constexpr size_t kRows16Q6KBlockBytes = 3360;  // Q6_K: one 256-column block of a group (scales, codes, d)
+inline constexpr size_t kRows16Q6KCodesAt = 256;   // Q6_K: where a group block's code vectors start
+inline constexpr size_t kRows16Q6KDAt = 3328;      // Q6_K: where a group block's 16 fp16 d start
 
 // The position (0..31) among a Q4_K block's nibble vectors of qs dword i (i < 8) of part p (p < 4): in order of lane
 // pair l = 4 (i / 4) + 2 (p % 2) + (i % 4) / 2, then 2 (p / 2) + i % 2.
@@ -43,14 +55,15 @@ inline constexpr int q4k_rows16_vector(int p, int i) {
   return 4 * (4 * (i / 4) + 2 * (p % 2) + (i % 4) / 2) + 2 * (p / 2) + i % 2;
 }
 
-// Whether a matrix of this type and shape can take the rows16 layout: Q8_0 or Q4_K, rows a multiple of 16 (cols
-// are a multiple of the block's for any such matrix). Says nothing about the CPU: kernels::has_rows16_kernel does.
+// Whether a matrix of this type and shape can take the rows16 layout: Q8_0, Q4_K or Q6_K, rows a multiple of 16
+// (cols are a multiple of the block's for any such matrix). Says nothing about the CPU: kernels::has_rows16_kernel
+// does.
 bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols);
 
-// Writes groups [g0, g1) (rows 16 g0 .. 16 g1 - 1) of the rows16 layout of a GGUF Q8_0 or Q4_K matrix: src is the
-// matrix's GGUF bytes (row r at src + r * row_bytes, row_bytes = cols / block columns * block bytes), dst the whole
-// repacked matrix (the same size; group g at dst + g * 16 * row_bytes). Requires rows16_layout_fits (asserted).
-// Thread-safe for disjoint group ranges.
+// Writes groups [g0, g1) (rows 16 g0 .. 16 g1 - 1) of the rows16 layout of a GGUF Q8_0, Q4_K or Q6_K matrix: src
+// is the matrix's GGUF bytes (row r at src + r * row_bytes, row_bytes = cols / block columns * block bytes), dst the
+// whole repacked matrix (the same size; group g at dst + g * 16 * row_bytes). Requires rows16_layout_fits
+// (asserted). Thread-safe for disjoint group ranges.
 void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
                    uint8_t* dst);
 

@@ -1,5 +1,5 @@
-// Repacked weights (ModelOptions::repack and repack_experts, quant/repack.h) change how the dense Q8_0 and Q4_K
-// matrices and the resident routed experts' stacks are laid out in memory, never the math: a model's logits and
+// Repacked weights (ModelOptions::repack and repack_experts, quant/repack.h) change how the dense Q8_0, Q4_K and
+// Q6_K matrices and the resident routed experts' stacks are laid out in memory, never the math: a model's logits and
 // routing, prompt and decode, are bit-identical with and without them; and the start log says what was repacked, or
 // why nothing was.
 #include <cstring>
@@ -44,8 +44,8 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
     const bool k_mix = GetParam().find("Q4_K_M") != std::string::npos;
     EXPECT_NE(on_note.find(k_mix ? " Q4_K" : " Q8_0"), std::string::npos) << on_note;
     EXPECT_NE(on_note.find(" matrices ("), std::string::npos) << on_note;
-    // and so are their experts (Q8_0 or Q4_K stacks, each expert whole groups of 16 rows): the gate and up stacks of
-    // every MoE layer at least
+    // and so are their experts (Q8_0, Q4_K or Q6_K stacks, each expert whole groups of 16 rows): the gate and up
+    // stacks of every MoE layer at least
     EXPECT_NE(on_note.find("the routed experts' among them: "), std::string::npos) << on_note;
   } else {
     EXPECT_EQ(on_note.rfind("none: ", 0), 0u) << on_note;

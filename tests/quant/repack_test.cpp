@@ -1,6 +1,6 @@
-// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0 or Q4_K matrix goes, and the kernels that read
-// it (int8_rows16-inl.h) give the GGUF-layout kernels' results bit for bit, for one token and several (and a
-// prompt's one), any split of the rows over threads, and beside GGUF-layout products in one call.
+// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0, Q4_K or Q6_K matrix goes, and the kernels
+// that read it (int8_rows16-inl.h) give the GGUF-layout kernels' results bit for bit, for one token and several (and
+// a prompt's one), any split of the rows over threads, and beside GGUF-layout products in one call.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -49,8 +49,25 @@ std::vector<uint8_t> random_q4_k(int64_t rows, int64_t cols, std::mt19937& rng) 
   return m;
 }
 
+// Random Q6_K rows: every ql, qh and scale byte random (int8 scales down to -128), fp16 d +-[2^-10, 2^-4].
+std::vector<uint8_t> random_q6_k(int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<uint8_t> m(row_bytes(GgmlType::Q6_K, cols) * static_cast<size_t>(rows));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> mag(1.0f / 1024, 1.0f / 16);
+  for (auto& b : m) b = static_cast<uint8_t>(byte(rng));
+  for (size_t at = 0; at < m.size(); at += sizeof(BlockQ6_K)) {
+    const uint16_t h = fp32_to_fp16((byte(rng) & 1 ? -1.0f : 1.0f) * mag(rng));
+    std::memcpy(m.data() + at + offsetof(BlockQ6_K, d), &h, 2);
+  }
+  return m;
+}
+
 std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
-  return type == GgmlType::Q8_0 ? random_q8_0(rows, cols, rng) : random_q4_k(rows, cols, rng);
+  switch (type) {
+    case GgmlType::Q8_0: return random_q8_0(rows, cols, rng);
+    case GgmlType::Q4_K: return random_q4_k(rows, cols, rng);
+    default: return random_q6_k(rows, cols, rng);
+  }
 }
 
 std::vector<uint8_t> repacked(GgmlType type, const std::vector<uint8_t>& gguf, int64_t rows, int64_t cols) {
@@ -85,13 +102,31 @@ struct TwoMatrices {
 // The types with a rows16 layout, each where this CPU has its kernel.
 std::vector<GgmlType> rows16_types() {
   std::vector<GgmlType> t;
-  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     if (kernels::has_rows16_kernel(type)) t.push_back(type);
   }
   return t;
 }
 
-TEST(Rows16, LayoutFitsQ8_0AndQ4_KInGroupsOf16Rows) {
+// f(src, blk, r, b, l) for every row r and block b of a random GGUF matrix of `type` and its rows16 copy: src the
+// row's GGUF block b, blk its group's repacked block b, l the row's lane. Stops at the first fatal failure.
+template <class F>
+void for_each_block(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng, const F& f) {
+  const int64_t nb = cols / traits(type).block_size;
+  const std::vector<uint8_t> gguf = random_matrix(type, rows, cols, rng);
+  const std::vector<uint8_t> r16 = repacked(type, gguf, rows, cols);
+  const size_t rb = row_bytes(type, cols), block = rb / static_cast<size_t>(nb);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* src = gguf.data() + static_cast<size_t>(r) * rb + static_cast<size_t>(b) * block;
+      const uint8_t* blk = r16.data() + static_cast<size_t>((r / kRows16) * nb + b) * kRows16 * block;
+      f(src, blk, r, b, r % kRows16);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(Rows16, LayoutFitsQ8_0Q4_KAndQ6_KInGroupsOf16Rows) {
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 16, 32));
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 2880, 2880));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q8_0, 24, 32));
@@ -100,58 +135,64 @@ TEST(Rows16, LayoutFitsQ8_0AndQ4_KInGroupsOf16Rows) {
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q4_K, 2048, 768));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q4_K, 24, 256));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q4_K, 16, 128));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::Q6_K, 16, 256));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::Q6_K, 768, 2048));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q6_K, 8, 256));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q5_K, 16, 256));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::F16, 16, 32));
-  static_assert(kRows16BlockBytes == 16 * sizeof(BlockQ8_0) && kRows16Q4KBlockBytes == 16 * sizeof(BlockQ4_K));
+  static_assert(kRows16BlockBytes == 16 * sizeof(BlockQ8_0) && kRows16Q4KBlockBytes == 16 * sizeof(BlockQ4_K) &&
+                kRows16Q6KBlockBytes == 16 * sizeof(BlockQ6_K));
 }
 
 TEST(Rows16, EveryByteGoesWhereTheLayoutSays) {
   std::mt19937 rng(3);
-  const int64_t rows = 48, cols = 96, nb = cols / 32;
-  const std::vector<uint8_t> gguf = random_q8_0(rows, cols, rng);
-  const std::vector<uint8_t> r16 = repacked(GgmlType::Q8_0, gguf, rows, cols);
-  const size_t rb = row_bytes(GgmlType::Q8_0, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* src = gguf.data() + static_cast<size_t>(r) * rb + static_cast<size_t>(b) * sizeof(BlockQ8_0);
-      const uint8_t* blk = r16.data() + static_cast<size_t>((r / kRows16) * nb + b) * kRows16BlockBytes;
-      const int64_t l = r % kRows16;
-      ASSERT_EQ(0, std::memcmp(blk + 2 * l, src, 2)) << "scale of row " << r << " block " << b;
-      for (int c = 0; c < 32; ++c) {
-        ASSERT_EQ(blk[32 + 64 * (c / 4) + 4 * l + c % 4], static_cast<uint8_t>(src[2 + c] ^ 0x80))
-            << "row " << r << " block " << b << " column " << c;
-      }
+  for_each_block(GgmlType::Q8_0, 48, 96, rng, [](const uint8_t* src, const uint8_t* blk, auto r, auto b, auto l) {
+    ASSERT_EQ(0, std::memcmp(blk + 2 * l, src, 2)) << "scale of row " << r << " block " << b;
+    for (int c = 0; c < 32; ++c) {
+      ASSERT_EQ(blk[32 + 64 * (c / 4) + 4 * l + c % 4], static_cast<uint8_t>(src[2 + c] ^ 0x80))
+          << "row " << r << " block " << b << " column " << c;
     }
-  }
+  });
 }
 
 TEST(Rows16, EveryQ4_KByteGoesWhereTheLayoutSays) {
   std::mt19937 rng(4);
-  const int64_t rows = 32, cols = 768, nb = cols / 256;
-  const std::vector<uint8_t> gguf = random_q4_k(rows, cols, rng);
-  const std::vector<uint8_t> r16 = repacked(GgmlType::Q4_K, gguf, rows, cols);
-  const size_t rb = row_bytes(GgmlType::Q4_K, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* src = gguf.data() + static_cast<size_t>(r) * rb + static_cast<size_t>(b) * sizeof(BlockQ4_K);
-      const uint8_t* blk = r16.data() + static_cast<size_t>((r / kRows16) * nb + b) * kRows16Q4KBlockBytes;
-      const int64_t l = r % kRows16;
-      // the head (d, dmin, scales): bytes 4i .. 4i + 3 in lane l of vector i
-      for (int i = 0; i < 4; ++i) {
-        ASSERT_EQ(0, std::memcmp(blk + 64 * i + 4 * l, src + 4 * i, 4)) << "head dword " << i << " of row " << r;
-      }
-      // the nibbles: qs bytes 32p + 4i .. in lane l of vector 4 + q4k_rows16_vector(p, i), each vector once
-      std::vector<int> seen(32, 0);
-      for (int p = 0; p < 4; ++p) {
-        for (int i = 0; i < 8; ++i) {
-          const int v = q4k_rows16_vector(p, i);
-          ASSERT_TRUE(v >= 0 && v < 32 && ++seen[static_cast<size_t>(v)] == 1) << "part " << p << " dword " << i;
-          ASSERT_EQ(0, std::memcmp(blk + 256 + 64 * v + 4 * l, src + offsetof(BlockQ4_K, qs) + 32 * p + 4 * i, 4))
-              << "qs dword " << 8 * p + i << " of row " << r << " block " << b;
-        }
+  for_each_block(GgmlType::Q4_K, 32, 768, rng, [](const uint8_t* src, const uint8_t* blk, auto r, auto b, auto l) {
+    // the head (d, dmin, scales): bytes 4i .. 4i + 3 in lane l of vector i
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_EQ(0, std::memcmp(blk + 64 * i + 4 * l, src + 4 * i, 4)) << "head dword " << i << " of row " << r;
+    }
+    // the nibbles: qs bytes 32p + 4i .. in lane l of vector 4 + q4k_rows16_vector(p, i), each vector once
+    std::vector<int> seen(32, 0);
+    for (int p = 0; p < 4; ++p) {
+      for (int i = 0; i < 8; ++i) {
+        const int v = q4k_rows16_vector(p, i);
+        ASSERT_TRUE(v >= 0 && v < 32 && ++seen[static_cast<size_t>(v)] == 1) << "part " << p << " dword " << i;
+        ASSERT_EQ(0, std::memcmp(blk + 256 + 64 * v + 4 * l, src + offsetof(BlockQ4_K, qs) + 32 * p + 4 * i, 4))
+            << "qs dword " << 8 * p + i << " of row " << r << " block " << b;
       }
     }
-  }
+  });
+}
+
+TEST(Rows16, EveryQ6_KByteGoesWhereTheLayoutSays) {
+  std::mt19937 rng(7);
+  for_each_block(GgmlType::Q6_K, 32, 768, rng, [](const uint8_t* src, const uint8_t* blk, auto r, auto b, auto l) {
+    for (int c = 0; c < 4; ++c) {  // the scales: bytes 4c .. 4c + 3 in lane l of vector c
+      ASSERT_EQ(0, std::memcmp(blk + 64 * c + 4 * l, src + offsetof(BlockQ6_K, scales) + 4 * c, 4))
+          << "scales dword " << c << " of row " << r << " block " << b;
+    }
+    for (int i = 0; i < 8; ++i) {  // the codes: vectors 6i + 3h .. 6i + 3h + 2 after the scales
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* v = blk + kRows16Q6KCodesAt + 64 * (6 * i + 3 * h) + 4 * l;
+        ASSERT_EQ(0, std::memcmp(v, src + offsetof(BlockQ6_K, qh) + 32 * h + 4 * i, 4)) << "qh " << h << " " << i;
+        ASSERT_EQ(0, std::memcmp(v + 64, src + offsetof(BlockQ6_K, ql) + 64 * h + 4 * i, 4)) << "ql " << h << " " << i;
+        ASSERT_EQ(0, std::memcmp(v + 128, src + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * i, 4))
+            << "ql " << h << " " << 8 + i;
+      }
+    }
+    ASSERT_EQ(0, std::memcmp(blk + kRows16Q6KDAt + 2 * l, src + offsetof(BlockQ6_K, d), 2)) << "d of row " << r;
+  });
 }
 
 // y from the GGUF bytes and from the repacked ones, same scratch settings: identical bits. `batched`: the tokens
@@ -189,8 +230,8 @@ TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
   }
   std::mt19937 rng(11);
   for (const GgmlType type : rows16_types()) {
-    // Q8_0 from one block of 32 to gpt-oss's 2880 columns; Q4_K from one block of 256 (an odd last block alone),
-    // two, three (pairs and an odd last one: a down projection's 768) to Qwen3's 2048.
+    // Q8_0 from one block of 32 to gpt-oss's 2880 columns; Q4_K and Q6_K from one block of 256 (an odd last block
+    // alone), two, three (pairs and an odd last one: a down projection's 768) to Qwen3's 2048.
     const std::vector<int64_t> widths =
         type == GgmlType::Q8_0 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 512, 768, 2048};
     // The file layout's one-token kernels read rows one at a time or two side by side (one_stream_rows): the
@@ -243,7 +284,7 @@ TEST(Rows16, MixedLayoutsInOneGroupMatchSeparateCalls) {
 // Two groups of one token with the same activations, the first of the file layout and the second repacked. A
 // repacked Q8_0 group must not take the first's quantized rows, which lack the quad biases its kernel reads
 // (matmul_groups shares rows between those layouts only for other types, whose repacked kernels read the rows
-// alone: Q4_K). Both give the bits of separate calls.
+// alone: Q4_K, Q6_K). Both give the bits of separate calls.
 TEST(Rows16, GroupsOfBothLayoutsSharingActivationsMatchSeparateCalls) {
   if (rows16_types().empty()) {
     GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): nothing is repacked";

@@ -134,8 +134,8 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* q) {
 
 // The sum of the 16 lanes, in a fixed order: lanes l and l + 8 (l < 8), then those sums' l and l + 4, then 0 + 2
 // and 1 + 3, then the last two: (((v0 + v8) + (v4 + v12)) + ((v2 + v10) + (v6 + v14))) + (((v1 + v9) + (v5 + v13))
-// + ((v3 + v11) + (v7 + v15))), GCC's _mm512_reduce_add_ps written out, so that rows16::Q4KGroup can reproduce it
-// whatever a compiler's intrinsic does.
+// + ((v3 + v11) + (v7 + v15))), GCC's _mm512_reduce_add_ps written out, so that the rows16 kernels (Q4KGroup,
+// Q6KOneTokenGroups) can reproduce it whatever a compiler's intrinsic does.
 HWY_INLINE float ReduceLanes512(__m512 v) {
   const __m256 t3 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
   const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
@@ -548,7 +548,7 @@ HWY_INLINE void Q6KRow512(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int6
     const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(sumi[0], sumi[1]), _mm512_zextsi256_si512(corr));
     acc = _mm512_fmadd_ps(_mm512_set1_ps(Fp16At(blk + offsetof(BlockQ6_K, d)) * xd[b]), _mm512_cvtepi32_ps(sum), acc);
   }
-  *y = _mm512_reduce_add_ps(acc);
+  *y = ReduceLanes512(acc);  // in the order rows16::Q6KOneTokenGroups reproduces
 }
 #endif
 

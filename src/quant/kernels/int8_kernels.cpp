@@ -481,7 +481,7 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
 
 bool HasRows16(GgmlType type) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return type == GgmlType::Q8_0 || type == GgmlType::Q4_K;
+  return type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K;
 #else
   (void)type;
   return false;
@@ -647,7 +647,7 @@ void matmul_rows16_q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Row
                       int64_t y_stride, int64_t g0, int64_t g1) {
   assert(x.cols == cols && x.format == q8_format(type) &&
          (x.qt != nullptr ||
-          (n_tok == 1 && !x.batched && (type == GgmlType::Q4_K ? x.sums != nullptr : x.quad_bias != nullptr))));
+          (n_tok == 1 && !x.batched && (type == GgmlType::Q8_0 ? x.quad_bias != nullptr : x.sums != nullptr))));
   HWY_DYNAMIC_DISPATCH(MatmulRows16Q8)(type, w, cols, x, n_tok, y, y_stride, g0, g1);
 }
 

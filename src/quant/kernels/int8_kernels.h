@@ -4,9 +4,9 @@
 // also Q5_K and IQ4_XS for one token) multiply 8-bit values directly (pmaddubsw, 32 products per instruction;
 // int8_avx2-inl.h), and with AVX512-VNNI the K-quant token tiles take vpdpbusd, 64 per instruction
 // (int8_vnni512-inl.h), as do the 32-block tiles (Q4_0, Q5_0, MXFP4, Q8_0). On Arm CPUs with FEAT_DotProd every type
-// takes sdot, and with FEAT_I8MM products of several tokens smmla (int8_arm.h). Q8_0 and Q4_K matrices repacked with
-// 16 rows in the lanes (quant/repack.h) take vpdpbusd with AVX512-VNNI, the same bits as the file layout's kernels
-// (int8_rows16-inl.h).
+// takes sdot, and with FEAT_I8MM products of several tokens smmla (int8_arm.h). Q8_0, Q4_K and Q6_K matrices
+// repacked with 16 rows in the lanes (quant/repack.h) take vpdpbusd with AVX512-VNNI, the same bits as the file
+// layout's kernels (int8_rows16-inl.h).
 // Highway, dispatched at run time to the best target the CPU has, like matmul_kernels.h.
 //
 // The activation formats are the ones the reference engine (../shared/oracle) pairs with each weight type, so
@@ -131,7 +131,8 @@ bool one_stream_rows();
 void set_one_stream_rows_for_test(int one);
 
 // Whether the best target this CPU has reads weights of type t in the rows16 layout (quant/repack.h, kernels in
-// int8_rows16-inl.h): Q8_0 and Q4_K with AVX512-VNNI (Highway's AVX3_DL). Where false, nothing should be repacked.
+// int8_rows16-inl.h): Q8_0, Q4_K and Q6_K with AVX512-VNNI (Highway's AVX3_DL). Where false, nothing should be
+// repacked.
 bool has_rows16_kernel(GgmlType t);
 
 // Fills x.quad_bias for rows 0 .. n_tok - 1 of x: -128 * (q[4i] + q[4i + 1] + q[4i + 2] + q[4i + 3]).
@@ -139,7 +140,7 @@ void quad_biases(const Q8Rows& x, int64_t n_tok);
 
 // The product of matmul_rows_q8 for a matrix in the rows16 layout, groups [g0, g1) of 16 rows: y[t * y_stride + r]
 // for rows r in [16 g0, 16 g1), the same bits as matmul_rows_q8 on the matrix's GGUF bytes. x needs the token
-// tiles (qt, st, dt: several tokens, or a prompt's one) or, for one token, quad_bias (Q8_0) or sums (Q4_K).
+// tiles (qt, st, dt: several tokens, or a prompt's one) or, for one token, quad_bias (Q8_0) or sums (Q4_K, Q6_K).
 // Requires has_rows16_kernel(type). Thread-safe (no shared state).
 void matmul_rows16_q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
                       int64_t y_stride, int64_t g0, int64_t g1);

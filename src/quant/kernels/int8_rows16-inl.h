@@ -1,5 +1,6 @@
 // Integer kernels of weights repacked with 16 rows in the lanes (quant/repack.h, rows16), AVX512-VNNI (Highway's
-// AVX3_DL target) only: Q8_0 and Q4_K (Q4KGroup below; several tokens: vnni512::Rows16Q4KLanes).
+// AVX3_DL target) only: Q8_0, Q4_K (Q4KGroup below; several tokens: vnni512::Rows16Q4KLanes) and Q6_K
+// (Q6KOneTokenGroups; several tokens: vnni512::Rows16Q6KLanes).
 //
 // Q8_0: per group of 16 rows and 32-column block: the 16 rows' scales in one load (vcvtph2ps, times the token's block
 // scale), then per quad of columns one vpdpbusd of the quad's 64 bytes (16 rows' 4 unsigned codes) with the token's
@@ -221,6 +222,76 @@ HWY_FLATTEN void Q4KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows&
   }
 }
 
+// Q6_K, one token: acc[L] holds lane L of avx2::Q6KRow512's float accumulator for the 16 rows, updated by the same
+// operations on the same values. In that kernel, lane L of a block's integer sum is, over the block's halves h and
+// k = 0, 1, scale 8h + 4k + L / 4 times the 4 products of elements 128h + 64k + 4L .. + 3, less, in lanes L < 8,
+// 32 times (scale 2L times the activation sum of 16 number 2L, plus the same of 2L + 1): the codes' offset. Here,
+// for dword index i, lanes i and i + 8 take the codes that vectors 6i + 3h .. 6i + 3h + 2 make (quant/repack.h):
+// elements 128h + 32r + 4i .. for range r < 4 (r = 2k for lane i, 2k + 1 for lane i + 8), each code its ql nibble
+// and its qh bit pair at bits 4-5 (three operations, as vnni512::Q6KLanes), its 4 products one vpdpbusd (exact, at
+// most 4 * 63 * 128 < 2^15: it fits the int16 half that vpdpwssd multiplies by the scale) and the scale's product
+// one vpdpwssd. A group's block of 16 rows takes 64 vpdpbusd, 64 vpdpwssd and ~260 other operations, where the
+// GGUF layout's kernel spends ~45 per row. The lanes are then added in ReduceLanes512's order.
+HWY_FLATTEN void Q6KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows& x, float* y, int64_t g0,
+                                   int64_t g1) {
+  const int64_t nb = cols / kQK_K;
+  const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* gw = w + static_cast<size_t>(g * nb) * kRows16Q6KBlockBytes;
+    __m512 acc[16];
+    for (__m512& a : acc) a = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = gw + static_cast<size_t>(b) * kRows16Q6KBlockBytes;
+      const uint8_t* codes = blk + kRows16Q6KCodesAt;
+      const int8_t* xb = x.q + b * kQK_K;
+      const int16_t* xs = x.sums + b * 16;
+      __m512i hs[4];  // lane r: row r's scales 4c .. 4c + 3 in hs[c]
+      for (int c = 0; c < 4; ++c) hs[c] = _mm512_loadu_si512(blk + 64 * c);
+      const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kRows16Q6KDAt));
+      const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(d), _mm512_set1_ps(x.d[b]));
+#pragma GCC unroll 2
+      for (int iq = 0; iq < 2; ++iq) {  // i / 4: which scales the lanes take
+        __m512i sc[2][4];  // sub-block 8h + 2r + iq's scale, for range r of half h
+        for (int h = 0; h < 2; ++h)
+          for (int r = 0; r < 4; ++r) sc[h][r] = vnni512::SignedByteWordOfLanes(hs[2 * h + r / 2], 2 * (r % 2) + iq);
+#pragma GCC unroll 4
+        for (int i = 4 * iq; i < 4 * iq + 4; ++i) {
+          __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // lanes i, i + 8
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const uint8_t* v = codes + 64 * (6 * i + 3 * h);
+            const __m512i qh = _mm512_loadu_si512(v);
+            const __m512i ql[2] = {_mm512_loadu_si512(v + 64), _mm512_loadu_si512(v + 128)};
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; ++r) {  // ql[r % 2]'s low nibbles (r < 2) or high ones; qh bits 2r, 2r + 1
+              const __m512i lo = _mm512_and_si512(r < 2 ? ql[r % 2] : _mm512_srli_epi32(ql[r % 2], 4), low4);
+              const __m512i hi = r == 0   ? _mm512_slli_epi32(qh, 4)
+                                 : r == 1 ? _mm512_slli_epi32(qh, 2)
+                                 : r == 2 ? qh
+                                          : _mm512_srli_epi32(qh, 2);
+              const __m512i code = _mm512_ternarylogic_epi32(lo, hi, bits45, 0xf8);  // lo | (hi & 0x30)
+              const __m512i dot = vnni512::DpBusdBcast(_mm512_setzero_si512(), code, xb + 128 * h + 32 * r + 4 * i);
+              sum[r % 2] = avx2::DpWssd(sum[r % 2], dot, sc[h][r]);
+            }
+          }
+          int32_t pair;  // the activation sums of 16 number 2i and 2i + 1
+          std::memcpy(&pair, xs + 2 * i, 4);
+          const __m512i off = _mm512_slli_epi32(
+              _mm512_madd_epi16(vnni512::SignedBytePairOfLanes(hs[i / 2], 2 * (i % 2)), _mm512_set1_epi32(pair)), 5);
+          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum[0], off)), dd, acc[i]);
+          acc[i + 8] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[1]), dd, acc[i + 8]);
+        }
+      }
+    }
+    // ReduceLanes512 over each row's 16 lanes, for the 16 rows at once
+    __m512 t3[8], t6[4];
+    for (int l = 0; l < 8; ++l) t3[l] = _mm512_add_ps(acc[l + 8], acc[l]);
+    for (int l = 0; l < 4; ++l) t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
+    const __m512 r = _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
+    _mm512_storeu_ps(y + g * kRows16, r);
+  }
+}
+
 // True (and the product done) for the types with a rows16 kernel.
 inline bool MatmulRows16(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
                          int64_t y_stride, int64_t g0, int64_t g1) {
@@ -232,6 +303,14 @@ inline bool MatmulRows16(GgmlType type, const uint8_t* w, int64_t cols, const Q8
       } else {
         assert(n_tok == 1 && !x.batched);  // matmul_groups gives several tokens (or a prompt's one) the tiles
         Q4KOneTokenGroups(w, cols, x, y, g0, g1);
+      }
+      return true;
+    case GgmlType::Q6_K:
+      if (x.qt != nullptr) {
+        vnni512::TokenTiles<vnni512::Rows16Q6KLanes>(w, 0, x, n_tok, y, y_stride, g0 * kRows16, g1 * kRows16);
+      } else {
+        assert(n_tok == 1 && !x.batched);  // as Q4_K
+        Q6KOneTokenGroups(w, cols, x, y, g0, g1);
       }
       return true;
     default: return false;

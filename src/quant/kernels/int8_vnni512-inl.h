@@ -127,6 +127,14 @@ HWY_INLINE __m512i SignedByteOfLanes(__m512i v, int j) {
   const __m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32(static_cast<int32_t>(0x00808080u | (b << 24))));
   return _mm512_srai_epi32(_mm512_shuffle_epi8(v, idx), 24);
 }
+// Byte j (0..3) of each lane sign-extended into the lane's low int16, its high int16 zero: a multiplier for
+// vpdpwssd that leaves the other operand's high half out of the sum.
+HWY_INLINE __m512i SignedByteWordOfLanes(__m512i v, int j) {
+  const __m512i base = _mm512_set4_epi32(0x00000c00, 0x00000800, 0x00000400, 0);
+  const uint32_t b = static_cast<uint32_t>(j);
+  const __m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32(static_cast<int32_t>(0x80800080u | (b << 8))));
+  return _mm512_srai_epi16(_mm512_shuffle_epi8(v, idx), 8);
+}
 HWY_INLINE __m512i SignedBytePairOfLanes(__m512i v, int j) {
   const __m512i base = _mm512_set4_epi32(0x0c000c00, 0x08000800, 0x04000400, 0);
   const uint32_t b = static_cast<uint32_t>(j);
@@ -226,22 +234,38 @@ struct Q6KLanes {
     __m512 d;
   };
   static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
-    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
     __m512i hs[4];  // lane r: row r's int8 scales 4c .. 4c + 3 in hs[c]
     RowHeads(rows, at + offsetof(BlockQ6_K, scales), hs);
-    for (int j = 0; j < 16; ++j) o.scale[j] = SignedByteOfLanes(hs[j / 4], j % 4);
-    for (int k = 0; k < 8; ++k) o.off[k] = SignedBytePairOfLanes(hs[k / 2], 2 * (k % 2));
     // The fp16 d ends the block, so a 16-byte load there would read past it (and past the tensor's end).
     alignas(32) uint16_t dh[16];
     for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], rows[r] + at + offsetof(BlockQ6_K, d), 2);
-    o.d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
+    UnpackLanes(
+        hs, _mm256_load_si256(reinterpret_cast<const __m256i*>(dh)),
+        [&](int h, __m512i (&qh)[8]) HWY_ATTR {
+          RowQuads(rows, at + offsetof(BlockQ6_K, qh) + 32 * static_cast<size_t>(h), qh);
+        },
+        [&](int h, int part, __m512i (&ql)[8]) HWY_ATTR {
+          RowQuads(rows, at + offsetof(BlockQ6_K, ql) + 64 * static_cast<size_t>(h) + 32 * static_cast<size_t>(part),
+                   ql);
+        },
+        o);
+  }
+  // From the scales as dwords in the lanes (hs[c], lane r: row r's scales 4c .. 4c + 3), the 16 rows' fp16 d, and
+  // the code bytes: qh_quads(h, q): q[i], lane r: row r's qh bytes 32h + 4i .. 32h + 4i + 3; ql_quads(h, part, q):
+  // q[i], lane r: its ql bytes 64h + 32 part + 4i .. .
+  template <class QhQuads, class QlQuads>
+  static HWY_INLINE void UnpackLanes(const __m512i (&hs)[4], __m256i d, const QhQuads& qh_quads,
+                                     const QlQuads& ql_quads, Block& o) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+    for (int j = 0; j < 16; ++j) o.scale[j] = SignedByteOfLanes(hs[j / 4], j % 4);
+    for (int k = 0; k < 8; ++k) o.off[k] = SignedBytePairOfLanes(hs[k / 2], 2 * (k % 2));
+    o.d = _mm512_cvtph_ps(d);
     for (int h = 0; h < 2; ++h) {
       __m512i qh[8];
-      RowQuads(rows, at + offsetof(BlockQ6_K, qh) + 32 * static_cast<size_t>(h), qh);
+      qh_quads(h, qh);
       for (int part = 0; part < 2; ++part) {
         __m512i ql[8];
-        RowQuads(rows, at + offsetof(BlockQ6_K, ql) + 64 * static_cast<size_t>(h) + 32 * static_cast<size_t>(part),
-                 ql);
+        ql_quads(h, part, ql);
         for (int nib = 0; nib < 2; ++nib) {
           const int range = part + 2 * nib;  // elements 128h + 32 range + l: their high bits at 2 range, 2 range + 1
           for (int i = 0; i < 8; ++i) {
@@ -372,6 +396,29 @@ struct Rows16Q4KLanes : Q4KLanes {
     UnpackLanes(h, [&](int p, __m512i (&q)[8]) HWY_ATTR {
       for (int i = 0; i < 8; ++i) q[i] = _mm512_loadu_si512(blk + 256 + 64 * q4k_rows16_vector(p, i));
     }, o);
+  }
+};
+
+// Q6_K repacked with 16 rows in the lanes (quant/repack.h, rows16): a block of a group holds the dwords that
+// Q6KLanes transposes from the GGUF layout (RowHeads, RowQuads) and the 16 rows' d side by side, so the same
+// unpacking and tiles give the same bits from 53 loads, nothing to transpose.
+struct Rows16Q6KLanes : Q6KLanes {
+  static constexpr size_t kBytes = kRows16Q6KBlockBytes;
+  static constexpr bool kGrouped = true;  // rows[0]: the group's bytes
+  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+    const uint8_t* blk = rows[0] + at;
+    const uint8_t* codes = blk + kRows16Q6KCodesAt;
+    __m512i hs[4];
+    for (int c = 0; c < 4; ++c) hs[c] = _mm512_loadu_si512(blk + 64 * c);
+    UnpackLanes(
+        hs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kRows16Q6KDAt)),
+        [&](int h, __m512i (&qh)[8]) HWY_ATTR {
+          for (int i = 0; i < 8; ++i) qh[i] = _mm512_loadu_si512(codes + 64 * (6 * i + 3 * h));
+        },
+        [&](int h, int part, __m512i (&ql)[8]) HWY_ATTR {
+          for (int i = 0; i < 8; ++i) ql[i] = _mm512_loadu_si512(codes + 64 * (6 * i + 3 * h + 1 + part));
+        },
+        o);
   }
 };
 
