@@ -20,54 +20,25 @@
 namespace moetier::quant {
 namespace {
 
-// Random Q8_0 rows: every code byte random (-128 included), fp16 scales +-[2^-10, 2^-4].
-std::vector<uint8_t> random_q8_0(int64_t rows, int64_t cols, std::mt19937& rng) {
-  std::vector<uint8_t> m(row_bytes(GgmlType::Q8_0, cols) * static_cast<size_t>(rows));
+// Random rows of a Q8_0, Q4_K or Q6_K matrix: every byte random (Q8_0 codes down to -128, Q4_K scales and mins,
+// Q6_K int8 scales down to -128, all nibbles), then each block's fp16 fields (Q8_0 and Q6_K d, Q4_K d and dmin)
+// +-[2^-10, 2^-4] (a negative dmin included: the kernels must not assume the quantizer's signs).
+std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<uint8_t> m(row_bytes(type, cols) * static_cast<size_t>(rows));
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> mag(1.0f / 1024, 1.0f / 16);
   for (auto& b : m) b = static_cast<uint8_t>(byte(rng));
-  for (size_t at = 0; at < m.size(); at += sizeof(BlockQ8_0)) {
-    const uint16_t d = fp32_to_fp16((byte(rng) & 1 ? -1.0f : 1.0f) * mag(rng));
-    std::memcpy(m.data() + at, &d, 2);
-  }
-  return m;
-}
-
-// Random Q4_K rows: every scale, min and nibble byte random, fp16 d and dmin +-[2^-10, 2^-4] (a negative dmin
-// included: the kernels must not assume the quantizer's signs).
-std::vector<uint8_t> random_q4_k(int64_t rows, int64_t cols, std::mt19937& rng) {
-  std::vector<uint8_t> m(row_bytes(GgmlType::Q4_K, cols) * static_cast<size_t>(rows));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> mag(1.0f / 1024, 1.0f / 16);
-  for (auto& b : m) b = static_cast<uint8_t>(byte(rng));
-  for (size_t at = 0; at < m.size(); at += sizeof(BlockQ4_K)) {
-    for (const size_t field : {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)}) {
+  const std::vector<size_t> fields = type == GgmlType::Q8_0   ? std::vector<size_t>{offsetof(BlockQ8_0, d)}
+                                     : type == GgmlType::Q4_K ? std::vector<size_t>{offsetof(BlockQ4_K, d),
+                                                                                    offsetof(BlockQ4_K, dmin)}
+                                                              : std::vector<size_t>{offsetof(BlockQ6_K, d)};
+  for (size_t at = 0; at < m.size(); at += traits(type).type_size) {
+    for (const size_t field : fields) {
       const uint16_t h = fp32_to_fp16((byte(rng) & 1 ? -1.0f : 1.0f) * mag(rng));
       std::memcpy(m.data() + at + field, &h, 2);
     }
   }
   return m;
-}
-
-// Random Q6_K rows: every ql, qh and scale byte random (int8 scales down to -128), fp16 d +-[2^-10, 2^-4].
-std::vector<uint8_t> random_q6_k(int64_t rows, int64_t cols, std::mt19937& rng) {
-  std::vector<uint8_t> m(row_bytes(GgmlType::Q6_K, cols) * static_cast<size_t>(rows));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> mag(1.0f / 1024, 1.0f / 16);
-  for (auto& b : m) b = static_cast<uint8_t>(byte(rng));
-  for (size_t at = 0; at < m.size(); at += sizeof(BlockQ6_K)) {
-    const uint16_t h = fp32_to_fp16((byte(rng) & 1 ? -1.0f : 1.0f) * mag(rng));
-    std::memcpy(m.data() + at + offsetof(BlockQ6_K, d), &h, 2);
-  }
-  return m;
-}
-
-std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
-  switch (type) {
-    case GgmlType::Q8_0: return random_q8_0(rows, cols, rng);
-    case GgmlType::Q4_K: return random_q4_k(rows, cols, rng);
-    default: return random_q6_k(rows, cols, rng);
-  }
 }
 
 std::vector<uint8_t> repacked(GgmlType type, const std::vector<uint8_t>& gguf, int64_t rows, int64_t cols) {
