@@ -144,6 +144,13 @@ for m in "${models[@]}"; do
   by_type=$(jq -r '.decode_read_per_token.by_type | to_entries[] | "\(.key) \(.value)"' <<< "$info")
   if [ "$state" -gt 0 ]; then by_type+=$'\n'"recurrent_state $((2 * state))"; fi
   dense_by_type=$(jq -r '.decode_read_per_token.dense_by_type | to_entries[] | "\(.key) \(.value)"' <<< "$info")
+  # A tied token_embd (the output matrix too) is read whole by decode and counted dense, but never repacked
+  # (tensor_binder.cpp): its bytes keep the file layout's rate.
+  if [ "$(jq -r '.decode_read_per_token.token_embd_is_output' <<< "$info")" = true ]; then
+    dense_by_type=$(awk -v t="$(jq -r '.decode_read_per_token.token_embd_type' <<< "$info")" \
+      -v e="$(jq -r '.decode_read_per_token.token_embd_bytes' <<< "$info")" '$1 == t { $2 -= e } { print }' \
+      <<< "$dense_by_type")
+  fi
   vocab=$(jq -r '.tokenizer.n_vocab // empty' <<< "$info")
   if [ -z "$vocab" ] || [ "$vocab" -le 0 ]; then echo "speed_bench: $m has no vocabulary" >&2; exit 1; fi
   cat "$m" > /dev/null  # warm the page cache: resident runs read the mapping

@@ -148,9 +148,13 @@ json describe(const gguf::GgufModel& m) {
   // read whole only when it doubles as the output matrix, in a model without output.weight), plus, per MoE layer,
   // n_expert_used experts. Decode is bound by reading these: bytes/s of memory over these bytes is the tok/s limit.
   uint64_t embd_bytes = 0;
+  std::string embd_type;  // token_embd's weight type ("" without one)
   bool has_output = false;
   for (const auto& t : m.tensors()) {
-    if (t.name == "token_embd.weight") embd_bytes += t.n_bytes;
+    if (t.name == "token_embd.weight") {
+      embd_bytes += t.n_bytes;
+      embd_type = quant::type_name(t.type);
+    }
     if (t.name == "output.weight") has_output = true;
   }
   const uint64_t k = arch.empty() ? 0 : md.get_uint_or(arch + ".expert_used_count", 0);
@@ -197,6 +201,7 @@ json describe(const gguf::GgufModel& m) {
                                 {"expert_bytes", expert_read},
                                 {"n_expert_used", k},
                                 {"token_embd_bytes", embd_bytes},
+                                {"token_embd_type", embd_type},
                                 {"token_embd_is_output", !has_output && embd_bytes > 0}};
   if (!state_error.empty()) j["decode_read_per_token"]["recurrent_state_error"] = state_error;
   return j;

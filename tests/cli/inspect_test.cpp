@@ -89,6 +89,8 @@ TEST(Inspect, SummarisesEverySharedModel) {
       EXPECT_EQ(rd["bytes"].get<uint64_t>(), dense_read + expert_read);
       EXPECT_EQ(rd["token_embd_bytes"].get<uint64_t>(), embd);
       EXPECT_EQ(rd["token_embd_is_output"].get<bool>(), !has_output && embd > 0);
+      EXPECT_EQ(rd["token_embd_type"].get<std::string>(),
+                embd > 0 ? std::string(quant::type_name(model.find("token_embd.weight")->type)) : std::string());
       // The same bytes by weight type: every type read, each with its dense and expert bytes.
       uint64_t by_type_sum = 0;
       for (const auto& [type, b] : rd["by_type"].items()) {
