@@ -112,7 +112,7 @@ moetier::util::ThreadPool& pool(int threads) {
 // may see a 300 MiB L3).
 // hot: one copy, multiplied again and again, so it stays in cache: the kernel's compute ceiling, which must be
 // well above the read bandwidth for a DRAM-bound product to reach it.
-// layout rows16: the weights repacked at setup (quant/repack.h), as the engine holds its Q8_0, Q4_K and Q6_K
+// layout rows16: the weights repacked at setup (quant/repack.h), as the engine holds its Q8_0, Q4_K, Q5_K and Q6_K
 // matrices where this CPU has the kernels (registered only there).
 void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool reference,
                quant::ActivationRounding rounding, bool hot, quant::WeightLayout layout) {
@@ -358,7 +358,7 @@ int register_all() {
                   ->UseRealTime();
     for (int64_t n : rb_threads) b->Arg(n);  // speed_bench.sh sets a run's ceiling from these at its -t
   }
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
     for (int64_t n_tok : {8, 12, 64, 128}) {  // 64: a routed expert's share of a 512-token prompt (gpt-oss-20b)
       const std::string name = "Matmul/" + std::string(quant::type_name(t)) + "/768x2048/tok" + std::to_string(n_tok);
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok, kGguf)->Arg(1)->Arg(2)->UseRealTime();
@@ -367,7 +367,7 @@ int register_all() {
   // The rows16 layout where this CPU reads it (TYPE.rows16 in the names): the same products from repacked weights.
   constexpr auto kRows16 = quant::WeightLayout::rows16;
   const auto match = quant::ActivationRounding::match_ggml;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     if (!quant::kernels::has_rows16_kernel(t)) continue;
     const std::string type = std::string(quant::type_name(t)) + ".rows16/";
     for (const Shape& s : shapes) {

@@ -89,7 +89,7 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
       ->group(gg);
   const char* g = "Expert streaming";
   cmd.add_option("--experts", experts,
-                 "resident: every expert in RAM (mapped; Q8_0, Q4_K and Q6_K ones repacked where the model fits, see "
+                 "resident: every expert in RAM (mapped; Q8_0 and Q4_K-Q6_K ones repacked where the model fits, see "
                  "--no-repack-experts); stream: read routed experts from the file into the expert cache; auto: stream "
                  "when the model does not fit in available RAM")
       ->capture_default_str()

@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "quant/blocks.h"
 
@@ -10,7 +11,9 @@ namespace moetier::quant {
 
 bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols) {
   const int64_t block =
-      type == GgmlType::Q8_0 ? kQK : type == GgmlType::Q4_K || type == GgmlType::Q6_K ? kQK_K : 0;
+      type == GgmlType::Q8_0                                                                 ? kQK
+      : type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ? kQK_K
+                                                                                   : 0;
   return block > 0 && rows > 0 && rows % kRows16 == 0 && cols > 0 && cols % block == 0;
 }
 
@@ -33,17 +36,26 @@ void repack_q8_0(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, ui
 }
 
 // Every 4 bytes of a row's block go to lane l of one vector: the first 16 (d, dmin, scales) to vectors 0-3, then
-// qs dword i of part p to vector 4 + q4k_rows16_vector(p, i).
-void repack_q4_k(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, uint8_t* out) {
-  static_assert(sizeof(BlockQ4_K) * kRows16 == kRows16Q4KBlockBytes && offsetof(BlockQ4_K, qs) == 16);
-  for (int64_t b = 0; b < nb; ++b, out += kRows16Q4KBlockBytes) {
+// (Q5_K) qh dword i to vector 4 + i, then qs dword i of part p to nibble vector q4k_rows16_vector(p, i).
+template <class B>
+void repack_q45_k(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, uint8_t* out) {
+  constexpr bool kFifth = std::is_same_v<B, BlockQ5_K>;
+  constexpr size_t kBlockBytes = kFifth ? kRows16Q5KBlockBytes : kRows16Q4KBlockBytes;
+  constexpr size_t kNibblesAt = kFifth ? kRows16Q5KNibblesAt : 256;
+  static_assert(sizeof(B) * kRows16 == kBlockBytes && offsetof(B, scales) + kScaleBytesK == 16);
+  for (int64_t b = 0; b < nb; ++b, out += kBlockBytes) {
     for (int64_t l = 0; l < kRows16; ++l) {
-      const uint8_t* blk =
-          src + static_cast<size_t>(g * kRows16 + l) * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_K);
+      const uint8_t* blk = src + static_cast<size_t>(g * kRows16 + l) * row_bytes + static_cast<size_t>(b) * sizeof(B);
       for (int v = 0; v < 4; ++v) std::memcpy(out + 64 * v + 4 * l, blk + 4 * v, 4);
+      if constexpr (kFifth) {
+        for (int i = 0; i < 8; ++i) {
+          std::memcpy(out + kRows16Q5KQhAt + 64 * i + 4 * l, blk + offsetof(B, qh) + 4 * i, 4);
+        }
+      }
       for (int p = 0; p < 4; ++p) {
         for (int i = 0; i < 8; ++i) {
-          std::memcpy(out + 256 + 64 * q4k_rows16_vector(p, i) + 4 * l, blk + 16 + 32 * p + 4 * i, 4);
+          std::memcpy(out + kNibblesAt + 64 * q4k_rows16_vector(p, i) + 4 * l, blk + offsetof(B, qs) + 32 * p + 4 * i,
+                      4);
         }
       }
     }
@@ -83,7 +95,8 @@ void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t 
     uint8_t* out = dst + static_cast<size_t>(g) * kRows16 * row_bytes;
     switch (type) {
       case GgmlType::Q8_0: repack_q8_0(src, row_bytes, nb, g, out); break;
-      case GgmlType::Q4_K: repack_q4_k(src, row_bytes, nb, g, out); break;
+      case GgmlType::Q4_K: repack_q45_k<BlockQ4_K>(src, row_bytes, nb, g, out); break;
+      case GgmlType::Q5_K: repack_q45_k<BlockQ5_K>(src, row_bytes, nb, g, out); break;
       default: repack_q6_k(src, row_bytes, nb, g, out); break;
     }
   }

@@ -1,8 +1,8 @@
 // Weight layouts other than the GGUF file's, made at load for the kernels that read them faster.
 //
-// rows16 ("16 rows in the lanes"), Q8_0, Q4_K and Q6_K: the rows in groups of 16, each group's blocks one after the
-// other, each block the 16 rows' GGUF blocks rearranged so that a 512-bit vector holds the same 4 bytes of each of
-// the 16 rows, row r in 32-bit lane r:
+// rows16 ("16 rows in the lanes"), Q8_0, Q4_K, Q5_K and Q6_K: the rows in groups of 16, each group's blocks one
+// after the other, each block the 16 rows' GGUF blocks rearranged so that a 512-bit vector holds the same 4 bytes
+// of each of the 16 rows, row r in 32-bit lane r:
 // Q8_0, 544 bytes per block of 32 columns (as 16 GGUF blocks of 34):
 //   [0, 32)    fp16 d of rows 0..15 of the group (row order)
 //   [32, 544)  8 quads q (columns 4q .. 4q + 3 of the block), 64 bytes each: 4 bytes per row, rows 0..15 in order,
@@ -14,6 +14,11 @@
 //                4i + 3 (low nibbles: elements 64p + 4i ..; high nibbles: 64p + 32 + 4i ..; p < 4, i < 8) in
 //                vector q4k_rows16_vector(p, i), the order in which the one-token kernel reads them (four per
 //                pair of its lanes: int8_rows16-inl.h), so that it reads the block front to back
+// Q5_K, 2816 bytes per block of 256 columns (as 16 GGUF blocks of 176; BlockQ5_K: Q4_K's fields and qh):
+//   [0, 256)     the 4 vectors of the blocks' first 16 bytes, as Q4_K's
+//   [256, 768)   8 vectors of the fifth bits: vector i holds qh bytes 4i .. 4i + 3 of each row (bit s of byte l:
+//                element l of sub-block s)
+//   [768, 2816)  the 32 vectors of the nibbles, as Q4_K's [256, 2304)
 // Q6_K, 3360 bytes per block of 256 columns (as 16 GGUF blocks of 210; BlockQ6_K: ql, qh, int8 scales, fp16 d):
 //   [0, 256)      4 vectors of the scales: vector c holds scales 4c .. 4c + 3 of each row
 //   [256, 3328)   48 vectors of the codes, 6 per dword index i < 8, for half h = 0, 1 of the block: vector 6i + 3h
@@ -45,6 +50,9 @@ enum class WeightLayout : uint8_t { gguf, rows16 };
 inline constexpr int64_t kRows16 = 16;            // rows per group of the rows16 layout
 inline constexpr size_t kRows16BlockBytes = 544;  // Q8_0: one 32-column block of a group: 16 scales, 512 code bytes
 inline constexpr size_t kRows16Q4KBlockBytes = 2304;  // Q4_K: one 256-column block of a group: 256 head, 2048 nibbles
+inline constexpr size_t kRows16Q5KBlockBytes = 2816;  // Q5_K: one 256-column block of a group (head, qh, nibbles)
+inline constexpr size_t kRows16Q5KQhAt = 256;         // Q5_K: where a group block's 8 fifth-bit vectors start
+inline constexpr size_t kRows16Q5KNibblesAt = 768;    // Q5_K: where its 32 nibble vectors start
 inline constexpr size_t kRows16Q6KBlockBytes = 3360;  // Q6_K: one 256-column block of a group (scales, codes, d)
 inline constexpr size_t kRows16Q6KCodesAt = 256;   // Q6_K: where a group block's code vectors start
 inline constexpr size_t kRows16Q6KDAt = 3328;      // Q6_K: where a group block's 16 fp16 d start
@@ -55,12 +63,12 @@ inline constexpr int q4k_rows16_vector(int p, int i) {
   return 4 * (4 * (i / 4) + 2 * (p % 2) + (i % 4) / 2) + 2 * (p / 2) + i % 2;
 }
 
-// Whether a matrix of this type and shape can take the rows16 layout: Q8_0, Q4_K or Q6_K, rows a multiple of 16
+// Whether a matrix of this type and shape can take the rows16 layout: Q8_0, Q4_K, Q5_K or Q6_K, rows a multiple of 16
 // (cols are a multiple of the block's for any such matrix). Says nothing about the CPU: kernels::has_rows16_kernel
 // does.
 bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols);
 
-// Writes groups [g0, g1) (rows 16 g0 .. 16 g1 - 1) of the rows16 layout of a GGUF Q8_0, Q4_K or Q6_K matrix: src
+// Writes groups [g0, g1) (rows 16 g0 .. 16 g1 - 1) of the rows16 layout of a GGUF Q8_0, Q4_K, Q5_K or Q6_K matrix: src
 // is the matrix's GGUF bytes (row r at src + r * row_bytes, row_bytes = cols / block columns * block bytes), dst the
 // whole repacked matrix (the same size; group g at dst + g * 16 * row_bytes). Requires rows16_layout_fits
 // (asserted). Thread-safe for disjoint group ranges.

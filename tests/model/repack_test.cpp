@@ -40,11 +40,14 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
   const EvalResult off = run(file, false, &off_note);
   EXPECT_EQ(off_note.rfind("off", 0), 0u) << off_note;
   if (quant::kernels::has_rows16_kernel(quant::GgmlType::Q8_0)) {
-    // every file here has dense matrices of a repacked type: Q8_0, or Q4_K in the Q4_K_M mixes
-    const bool k_mix = GetParam().find("Q4_K_M") != std::string::npos;
-    EXPECT_NE(on_note.find(k_mix ? " Q4_K" : " Q8_0"), std::string::npos) << on_note;
+    // every file here has dense matrices of a repacked type: Q8_0, or Q4_K / Q5_K in the Q4_K_M / Q5_K_M mixes
+    const std::string& file_name = GetParam();
+    const char* type = file_name.find("Q4_K_M") != std::string::npos   ? " Q4_K"
+                       : file_name.find("Q5_K_M") != std::string::npos ? " Q5_K"
+                                                                        : " Q8_0";
+    EXPECT_NE(on_note.find(type), std::string::npos) << on_note;
     EXPECT_NE(on_note.find(" matrices ("), std::string::npos) << on_note;
-    // and so are their experts (Q8_0, Q4_K or Q6_K stacks, each expert whole groups of 16 rows): the gate and up
+    // and so are their experts (Q8_0, Q4_K, Q5_K or Q6_K stacks, each expert whole groups of 16 rows): the gate and up
     // stacks of every MoE layer at least
     EXPECT_NE(on_note.find("the routed experts' among them: "), std::string::npos) << on_note;
   } else {
@@ -67,8 +70,7 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Files, RepackTest,
                          ::testing::Values("tiny-gptoss-Q8_0", "tiny-qwen3moe-Q8_0", "tiny-qwen3moe-Q4_K_M",
-                                           "tiny-qwen35moe-Q4_K_M",
-                                           "tiny-gemma4-Q4_K_M"),
+                                           "tiny-qwen3moe-Q5_K_M", "tiny-qwen35moe-Q4_K_M", "tiny-gemma4-Q4_K_M"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s)

@@ -659,8 +659,8 @@ TEST(MatmulKernels, PromptGroupsQuantizedOnThreadsMatchOneThread) {
 // where it sits among them): the rows of a 2-token product are bit-identical to the same tokens' rows within 131
 // (on AVX2: 17 tiles of 8 tokens, the last padded, in two passes of 16 tiles), and so are the rows of a lone token
 // in a batched group (a routed expert's one token of a prompt). So a prompt's logits do not depend on how it was
-// batched or how its tokens were routed. Q4_K, Q6_K, Q4_0, Q5_0 and MXFP4 take the token-interleaved kernels on AVX2,
-// Q8_0 the row-major tiles.
+// batched or how its tokens were routed. Q4_K, Q5_K, Q6_K, Q4_0, Q5_0 and MXFP4 take the token-interleaved kernels
+// on AVX2, Q8_0 the row-major tiles.
 TEST(MatmulKernels, TokenResultsDoNotDependOnTheOtherTokens) {
   std::mt19937 rng(23);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -702,7 +702,7 @@ TEST(MatmulKernels, TokenResultsDoNotDependOnTheOtherTokens) {
 namespace moetier::quant {
 namespace {
 
-// The AVX512-VNNI token tiles of Q4_K, Q6_K, Q4_0, Q5_0 and MXFP4 (int8_vnni512-inl.h: 16 rows in the lanes of a
+// The AVX512-VNNI token tiles of Q4_K, Q5_K, Q6_K, Q4_0, Q5_0 and MXFP4 (int8_vnni512-inl.h: 16 rows in the lanes of a
 // vector) compute the same block sums and the same float steps as the 256-bit tiles of AVX2 and AVX-512
 // (int8_avx2-inl.h: 8 tokens in the lanes), so every target that takes token tiles gives the same bits. Covers
 // partial groups of 16 rows (37 rows), paired tiles (at most 4 tokens), a tile of each size, several tiles, one
@@ -718,7 +718,7 @@ TEST(MatmulKernels, TokenTilesAgreeBitForBitOnEveryTarget) {
   std::mt19937 rng(31);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t rows = 37;
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
     const bool blocks32 = t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::MXFP4;
     for (int64_t cols : {int64_t{768}, blocks32 ? int64_t{2880} : int64_t{2048}}) {
       const auto wb = random_matrix(t, rows, cols, rng);

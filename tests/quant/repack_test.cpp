@@ -1,4 +1,4 @@
-// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0, Q4_K or Q6_K matrix goes, and the kernels
+// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0, Q4_K, Q5_K or Q6_K matrix goes, and the kernels
 // that read it (int8_rows16-inl.h) give the GGUF-layout kernels' results bit for bit, for one token and several (and
 // a prompt's one), any split of the rows over threads, and beside GGUF-layout products in one call.
 #include <cmath>
@@ -20,18 +20,22 @@
 namespace moetier::quant {
 namespace {
 
-// Random rows of a Q8_0, Q4_K or Q6_K matrix: every byte random (Q8_0 codes down to -128, Q4_K scales and mins,
-// Q6_K int8 scales down to -128, all nibbles), then each block's fp16 fields (Q8_0 and Q6_K d, Q4_K d and dmin)
+// Random rows of a Q8_0, Q4_K, Q5_K or Q6_K matrix: every byte random (Q8_0 codes down to -128, Q4_K and Q5_K
+// scales and mins, Q5_K fifth bits, Q6_K int8 scales down to -128, all nibbles), then each block's fp16 fields
+// (Q8_0 and Q6_K d, Q4_K and Q5_K d and dmin)
 // +-[2^-10, 2^-4] (a negative dmin included: the kernels must not assume the quantizer's signs).
 std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::vector<uint8_t> m(row_bytes(type, cols) * static_cast<size_t>(rows));
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> mag(1.0f / 1024, 1.0f / 16);
   for (auto& b : m) b = static_cast<uint8_t>(byte(rng));
-  const std::vector<size_t> fields = type == GgmlType::Q8_0   ? std::vector<size_t>{offsetof(BlockQ8_0, d)}
-                                     : type == GgmlType::Q4_K ? std::vector<size_t>{offsetof(BlockQ4_K, d),
-                                                                                    offsetof(BlockQ4_K, dmin)}
-                                                              : std::vector<size_t>{offsetof(BlockQ6_K, d)};
+  static_assert(offsetof(BlockQ5_K, d) == offsetof(BlockQ4_K, d) &&
+                offsetof(BlockQ5_K, dmin) == offsetof(BlockQ4_K, dmin));
+  const std::vector<size_t> fields =
+      type == GgmlType::Q8_0                              ? std::vector<size_t>{offsetof(BlockQ8_0, d)}
+      : type == GgmlType::Q4_K || type == GgmlType::Q5_K ? std::vector<size_t>{offsetof(BlockQ4_K, d),
+                                                                                offsetof(BlockQ4_K, dmin)}
+                                                          : std::vector<size_t>{offsetof(BlockQ6_K, d)};
   for (size_t at = 0; at < m.size(); at += traits(type).type_size) {
     for (const size_t field : fields) {
       const uint16_t h = fp32_to_fp16((byte(rng) & 1 ? -1.0f : 1.0f) * mag(rng));
@@ -73,7 +77,7 @@ struct TwoMatrices {
 // The types with a rows16 layout, each where this CPU has its kernel.
 std::vector<GgmlType> rows16_types() {
   std::vector<GgmlType> t;
-  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     if (kernels::has_rows16_kernel(type)) t.push_back(type);
   }
   return t;
@@ -97,7 +101,7 @@ void for_each_block(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng
   }
 }
 
-TEST(Rows16, LayoutFitsQ8_0Q4_KAndQ6_KInGroupsOf16Rows) {
+TEST(Rows16, LayoutFitsQ8_0AndQ4_KToQ6_KInGroupsOf16Rows) {
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 16, 32));
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 2880, 2880));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q8_0, 24, 32));
@@ -109,10 +113,13 @@ TEST(Rows16, LayoutFitsQ8_0Q4_KAndQ6_KInGroupsOf16Rows) {
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q6_K, 16, 256));
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q6_K, 768, 2048));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q6_K, 8, 256));
-  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q5_K, 16, 256));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::Q5_K, 16, 256));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::Q5_K, 2048, 768));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q5_K, 40, 256));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::Q3_K, 16, 256));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::F16, 16, 32));
   static_assert(kRows16BlockBytes == 16 * sizeof(BlockQ8_0) && kRows16Q4KBlockBytes == 16 * sizeof(BlockQ4_K) &&
-                kRows16Q6KBlockBytes == 16 * sizeof(BlockQ6_K));
+                kRows16Q5KBlockBytes == 16 * sizeof(BlockQ5_K) && kRows16Q6KBlockBytes == 16 * sizeof(BlockQ6_K));
 }
 
 TEST(Rows16, EveryByteGoesWhereTheLayoutSays) {
@@ -126,24 +133,34 @@ TEST(Rows16, EveryByteGoesWhereTheLayoutSays) {
   });
 }
 
-TEST(Rows16, EveryQ4_KByteGoesWhereTheLayoutSays) {
+// Q4_K, and Q5_K with its fifth-bit vectors between the head and the nibbles.
+TEST(Rows16, EveryQ4_KAndQ5_KByteGoesWhereTheLayoutSays) {
   std::mt19937 rng(4);
-  for_each_block(GgmlType::Q4_K, 32, 768, rng, [](const uint8_t* src, const uint8_t* blk, auto r, auto b, auto l) {
-    // the head (d, dmin, scales): bytes 4i .. 4i + 3 in lane l of vector i
-    for (int i = 0; i < 4; ++i) {
-      ASSERT_EQ(0, std::memcmp(blk + 64 * i + 4 * l, src + 4 * i, 4)) << "head dword " << i << " of row " << r;
-    }
-    // the nibbles: qs bytes 32p + 4i .. in lane l of vector 4 + q4k_rows16_vector(p, i), each vector once
-    std::vector<int> seen(32, 0);
-    for (int p = 0; p < 4; ++p) {
-      for (int i = 0; i < 8; ++i) {
-        const int v = q4k_rows16_vector(p, i);
-        ASSERT_TRUE(v >= 0 && v < 32 && ++seen[static_cast<size_t>(v)] == 1) << "part " << p << " dword " << i;
-        ASSERT_EQ(0, std::memcmp(blk + 256 + 64 * v + 4 * l, src + offsetof(BlockQ4_K, qs) + 32 * p + 4 * i, 4))
-            << "qs dword " << 8 * p + i << " of row " << r << " block " << b;
+  for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+    const bool q5 = type == GgmlType::Q5_K;
+    const size_t nibbles_at = q5 ? kRows16Q5KNibblesAt : 256, qs_at = q5 ? offsetof(BlockQ5_K, qs) : 16;
+    for_each_block(type, 32, 768, rng, [&](const uint8_t* src, const uint8_t* blk, auto r, auto b, auto l) {
+      // the head (d, dmin, scales): bytes 4i .. 4i + 3 in lane l of vector i
+      for (int i = 0; i < 4; ++i) {
+        ASSERT_EQ(0, std::memcmp(blk + 64 * i + 4 * l, src + 4 * i, 4)) << "head dword " << i << " of row " << r;
       }
-    }
-  });
+      // Q5_K's fifth bits: qh bytes 4i .. in lane l of vector i from kRows16Q5KQhAt
+      for (int i = 0; q5 && i < 8; ++i) {
+        ASSERT_EQ(0, std::memcmp(blk + kRows16Q5KQhAt + 64 * i + 4 * l, src + offsetof(BlockQ5_K, qh) + 4 * i, 4))
+            << "qh dword " << i << " of row " << r << " block " << b;
+      }
+      // the nibbles: qs bytes 32p + 4i .. in lane l of nibble vector q4k_rows16_vector(p, i), each vector once
+      std::vector<int> seen(32, 0);
+      for (int p = 0; p < 4; ++p) {
+        for (int i = 0; i < 8; ++i) {
+          const int v = q4k_rows16_vector(p, i);
+          ASSERT_TRUE(v >= 0 && v < 32 && ++seen[static_cast<size_t>(v)] == 1) << "part " << p << " dword " << i;
+          ASSERT_EQ(0, std::memcmp(blk + nibbles_at + 64 * v + 4 * l, src + qs_at + 32 * p + 4 * i, 4))
+              << type_name(type) << " qs dword " << 8 * p + i << " of row " << r << " block " << b;
+        }
+      }
+    });
+  }
 }
 
 TEST(Rows16, EveryQ6_KByteGoesWhereTheLayoutSays) {
@@ -201,7 +218,7 @@ TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
   }
   std::mt19937 rng(11);
   for (const GgmlType type : rows16_types()) {
-    // Q8_0 from one block of 32 to gpt-oss's 2880 columns; Q4_K and Q6_K from one block of 256 (an odd last block
+    // Q8_0 from one block of 32 to gpt-oss's 2880 columns; the K-quants from one block of 256 (an odd last block
     // alone), two, three (pairs and an odd last one: a down projection's 768) to Qwen3's 2048.
     const std::vector<int64_t> widths =
         type == GgmlType::Q8_0 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 512, 768, 2048};
@@ -255,7 +272,7 @@ TEST(Rows16, MixedLayoutsInOneGroupMatchSeparateCalls) {
 // Two groups of one token with the same activations, the first of the file layout and the second repacked. A
 // repacked Q8_0 group must not take the first's quantized rows, which lack the quad biases its kernel reads
 // (matmul_groups shares rows between those layouts only for other types, whose repacked kernels read the rows
-// alone: Q4_K, Q6_K). Both give the bits of separate calls.
+// alone: Q4_K, Q5_K, Q6_K). Both give the bits of separate calls.
 TEST(Rows16, GroupsOfBothLayoutsSharingActivationsMatchSeparateCalls) {
   if (rows16_types().empty()) {
     GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): nothing is repacked";

@@ -18,7 +18,7 @@
 // no faster (Matmul/Q4_K tok8 slower, tok128 faster); on AVX3_DL the Q4_K and Q6_K tiles put 16 weight rows in the
 // lanes instead (int8_vnni512-inl.h), which this file's tiles remain the specification of. The one-token Q4_K, Q5_K,
 // IQ4_XS and Q6_K rows of the AVX-512 targets (Q4KRows512, Iq4XsRows512, Q6KRow512) apply the sub-block scales with
-// vpdpwssd; Q5_K and IQ4_XS have no token tiles here (several tokens take the portable kernels).
+// vpdpwssd; IQ4_XS has no token tiles here (several tokens take the portable kernels).
 // Included by int8_kernels.cpp inside its per-target namespace; compiled for the AVX2 and AVX-512 targets only.
 #if defined(MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_
@@ -219,8 +219,8 @@ HWY_INLINE __m512i Q4KBlockSums512(const uint8_t* HWY_RESTRICT blk, const int8_t
 // AMD EPYC (Zen 4), 3 alternating runs, GB/s at 1 / 2 threads: MatvecHot/Q5_K/768x2048 10.5 / 19.9 -> 19.2-20.7 /
 // 33.3-35.6; Matvec/Q5_K/2048x4096 9.3-10.5 / 17.1-19.7 -> 15.1-17.5 / 22.4-28.1, 768x2048 9.2-10.2 / 14.2-15.5 ->
 // 16.1-16.5 / 22.7-25.7, 2048x768 9.1-9.6 / 14.6-16.2 -> 13.0-13.6 / 18.3-21.4. Several tokens (a prompt, and a
-// prompt's one token in a routed expert: Q8Rows::batched) keep the portable kernels, whose sums go in another
-// order, so that a token's result does not depend on how many tokens shared its product.
+// prompt's one token in a routed expert: Q8Rows::batched) take the token tiles (Q5KTokens), whose sums go in
+// another order, so that a token's result does not depend on how many tokens shared its product.
 template <class B, size_t R>
 HWY_INLINE void Q4KRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, float* const (&y)[R]) {
   static_assert(R == 1 || R == 2);
@@ -657,13 +657,18 @@ HWY_INLINE __m256 RowScales(const float (&s)[2], int h) {
   return _mm256_set1_ps(s[h]);
 }
 
-struct Q4KTokens {
-  static constexpr size_t kBytes = sizeof(BlockQ4_K);
-  static constexpr int kQuadsPerSum = 8;    // one 32-block, one scale
+// Q4_K (B = BlockQ4_K) and Q5_K (BlockQ5_K: the same block with a fifth bit per code, so codes 0..31). A Q4_K
+// 32-block's 8 quads add into int16 before their scale (16 products of at most 15 * 127 per lane: 30480); Q5_K's
+// codes take 4 quads at a time (8 of at most 31 * 127: 31496, where 16 would overflow).
+template <class B>
+struct Q45KTokens {
+  static constexpr bool kFifth = std::is_same_v<B, BlockQ5_K>;
+  static constexpr size_t kBytes = sizeof(B);
+  static constexpr int kQuadsPerSum = kFifth ? 4 : 8;  // one scale each
   static constexpr int kQuadsPerScale = 8;
   static constexpr int64_t kWideFromTiles = 3;  // full tiles in a pass from which Widen pays
   struct Block {  // two rows' (h = 0, 1)
-    alignas(32) uint8_t w[2 * kQK_K];  // codes 0..15 as bytes, 64 per 32-block (StorePair)
+    alignas(32) uint8_t w[2 * kQK_K];  // codes 0..15 (Q5_K: 0..31) as bytes, 64 per 32-block (StorePair)
     alignas(32) int32_t sc[2][8];      // [h][32-block]: its 6-bit scale in both int16 halves
     alignas(32) int32_t off[2][8];     // [h][32-block]: its min in both int16 halves (times its two sums of 16)
     alignas(32) int64_t psc[8], poff[8];  // [32-block]: both rows' words, for the paired tiles (Pair)
@@ -673,23 +678,32 @@ struct Q4KTokens {
   static HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT a, const uint8_t* HWY_RESTRICT b, Block& o) {
     const uint8_t* blk[2] = {a, b};
     for (int h = 0; h < 2; ++h) {
-      o.d[h] = Fp16At(blk[h] + offsetof(BlockQ4_K, d));
-      o.dmin[h] = Fp16At(blk[h] + offsetof(BlockQ4_K, dmin));
+      o.d[h] = Fp16At(blk[h] + offsetof(B, d));
+      o.dmin[h] = Fp16At(blk[h] + offsetof(B, dmin));
       // int16 scales 0-7 | mins 0-7, each doubled into a word: unpacklo gives scales 0-3 | mins 0-3, unpackhi
       // 4-7 | 4-7.
-      const __m256i sm = _mm256_cvtepu8_epi16(Q4KScalesMins(blk[h] + offsetof(BlockQ4_K, scales)));
+      const __m256i sm = _mm256_cvtepu8_epi16(Q4KScalesMins(blk[h] + offsetof(B, scales)));
       const __m256i lo = _mm256_unpacklo_epi16(sm, sm), hi = _mm256_unpackhi_epi16(sm, sm);
       _mm256_store_si256(reinterpret_cast<__m256i*>(o.sc[h]), _mm256_permute2x128_si256(lo, hi, 0x20));
       _mm256_store_si256(reinterpret_cast<__m256i*>(o.off[h]), _mm256_permute2x128_si256(lo, hi, 0x31));
     }
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int p = 0; p < 4; ++p) {  // qs[32p + i]: column 64p + i (low nibble) and 64p + 32 + i (high)
-      const __m256i qa = LoadU(a + offsetof(BlockQ4_K, qs) + 32 * p);
-      const __m256i qb = LoadU(b + offsetof(BlockQ4_K, qs) + 32 * p);
-      StorePair<true>(o.w + 128 * p, _mm256_and_si256(qa, m4), _mm256_and_si256(qb, m4));
-      StorePair<true>(o.w + 128 * p + 64, _mm256_and_si256(_mm256_srli_epi16(qa, 4), m4),
-                      _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4));
+      const __m256i qa = LoadU(a + offsetof(B, qs) + 32 * p);
+      const __m256i qb = LoadU(b + offsetof(B, qs) + 32 * p);
+      StorePair<true>(o.w + 128 * p, Fifth(a, 2 * p, _mm256_and_si256(qa, m4)),
+                      Fifth(b, 2 * p, _mm256_and_si256(qb, m4)));
+      StorePair<true>(o.w + 128 * p + 64, Fifth(a, 2 * p + 1, _mm256_and_si256(_mm256_srli_epi16(qa, 4), m4)),
+                      Fifth(b, 2 * p + 1, _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4)));
     }
+  }
+  // Sub-block s's 32 nibbles of block blk with, for Q5_K, their fifth bits: element l's is bit s of qh[l], moved to
+  // bit 4 of its byte (a 16-bit shift by at most 4 keeps it within the byte).
+  static HWY_INLINE __m256i Fifth(const uint8_t* HWY_RESTRICT blk, int s, __m256i nibbles) {
+    if constexpr (!kFifth) return nibbles;
+    const __m256i qh = LoadU(blk + offsetof(BlockQ5_K, qh));
+    const __m256i at4 = s <= 4 ? _mm256_slli_epi16(qh, 4 - s) : _mm256_srli_epi16(qh, s - 4);
+    return _mm256_or_si256(nibbles, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
   }
   static HWY_INLINE void Widen(Block& o) {
     for (int h = 0; h < 2; ++h) {
@@ -709,6 +723,8 @@ struct Q4KTokens {
     return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ioff), _mm256_mul_ps(RowScales<kPaired>(o.dmin, h), dx), acc);
   }
 };
+using Q4KTokens = Q45KTokens<BlockQ4_K>;
+using Q5KTokens = Q45KTokens<BlockQ5_K>;
 
 struct Q6KTokens {
   static constexpr size_t kBytes = sizeof(BlockQ6_K);
@@ -1467,8 +1483,17 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
       return true;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
     case GgmlType::Q5_K:
-      if (n_tok != 1 || x.batched) return false;  // several tokens, or one of a prompt's: the portable kernels
-      Q4KOneToken512<BlockQ5_K>(w, row_bytes, x, y, r0, r1);
+      if (n_tok == 1 && !x.batched) {  // decode
+        Q4KOneToken512<BlockQ5_K>(w, row_bytes, x, y, r0, r1);
+        return true;
+      }
+      if (x.qt == nullptr) return false;  // several tokens without the tiles: the portable kernels
+      TokenTileRows<Q5KTokens>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
+      return true;
+#else
+    case GgmlType::Q5_K:
+      if (x.qt == nullptr) return false;  // one token, or several without the tiles: the portable kernels
+      TokenTileRows<Q5KTokens>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
 #endif
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL

@@ -383,8 +383,8 @@ bool UsesTokenTiles(GgmlType type) {
   if (type == GgmlType::Q8_0) return true;  // vnni512::Block32Lanes<Q8_0Offset>, and the rows16 layout's
 #endif
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  return type == GgmlType::Q4_K || type == GgmlType::Q6_K || type == GgmlType::Q4_0 || type == GgmlType::Q5_0 ||
-         type == GgmlType::MXFP4;
+  return type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q4_0 ||
+         type == GgmlType::Q5_0 || type == GgmlType::MXFP4;
 #else
   (void)type;
   return false;
@@ -481,7 +481,7 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
 
 bool HasRows16(GgmlType type) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+  return type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
 #else
   (void)type;
   return false;

@@ -1,12 +1,12 @@
 // Integer dot-product kernels: activations quantized once per token row to 8 bits, weights decoded to small integers,
 // products summed exactly in int32, one float multiply per block. Portable Highway kernels widen both to int16 (pmaddwd
-// on x86, smlal on Arm); on AVX2/AVX-512 CPUs the main types (Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4; on AVX-512
-// also Q5_K and IQ4_XS for one token) multiply 8-bit values directly (pmaddubsw, 32 products per instruction;
-// int8_avx2-inl.h), and with AVX512-VNNI the K-quant token tiles take vpdpbusd, 64 per instruction
-// (int8_vnni512-inl.h), as do the 32-block tiles (Q4_0, Q5_0, MXFP4, Q8_0). On Arm CPUs with FEAT_DotProd every type
-// takes sdot, and with FEAT_I8MM products of several tokens smmla (int8_arm.h). Q8_0, Q4_K and Q6_K matrices
-// repacked with 16 rows in the lanes (quant/repack.h) take vpdpbusd with AVX512-VNNI, the same bits as the file
-// layout's kernels (int8_rows16-inl.h).
+// on x86, smlal on Arm); on AVX2/AVX-512 CPUs the main types (Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4; Q5_K for
+// several tokens; on AVX-512 also Q5_K and IQ4_XS for one token) multiply 8-bit values directly (pmaddubsw, 32
+// products per instruction; int8_avx2-inl.h), and with AVX512-VNNI the K-quant token tiles take vpdpbusd, 64 per
+// instruction (int8_vnni512-inl.h), as do the 32-block tiles (Q4_0, Q5_0, MXFP4, Q8_0). On Arm CPUs with
+// FEAT_DotProd every type takes sdot, and with FEAT_I8MM products of several tokens smmla (int8_arm.h). Q8_0 and
+// Q4_K-Q6_K matrices repacked with 16 rows in the lanes (quant/repack.h) take vpdpbusd with AVX512-VNNI, the same
+// bits as the file layout's kernels (int8_rows16-inl.h).
 // Highway, dispatched at run time to the best target the CPU has, like matmul_kernels.h.
 //
 // The activation formats are the ones the reference engine (../shared/oracle) pairs with each weight type, so
@@ -131,7 +131,7 @@ bool one_stream_rows();
 void set_one_stream_rows_for_test(int one);
 
 // Whether the best target this CPU has reads weights of type t in the rows16 layout (quant/repack.h, kernels in
-// int8_rows16-inl.h): Q8_0, Q4_K and Q6_K with AVX512-VNNI (Highway's AVX3_DL). Where false, nothing should be
+// int8_rows16-inl.h): Q8_0, Q4_K, Q5_K and Q6_K with AVX512-VNNI (Highway's AVX3_DL). Where false, nothing should be
 // repacked.
 bool has_rows16_kernel(GgmlType t);
 

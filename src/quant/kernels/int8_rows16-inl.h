@@ -1,5 +1,5 @@
 // Integer kernels of weights repacked with 16 rows in the lanes (quant/repack.h, rows16), AVX512-VNNI (Highway's
-// AVX3_DL target) only: Q8_0, Q4_K (Q4KGroup below; several tokens: vnni512::Rows16Q4KLanes) and Q6_K
+// AVX3_DL target) only: Q8_0, Q4_K and Q5_K (Q45KGroup below; several tokens: vnni512::Rows16Q45KLanes) and Q6_K
 // (Q6KOneTokenGroups; several tokens: vnni512::Rows16Q6KLanes).
 //
 // Q8_0: per group of 16 rows and 32-column block: the 16 rows' scales in one load (vcvtph2ps, times the token's block
@@ -29,8 +29,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/highway.h"
+#include "quant/blocks.h"
 #include "quant/kernels/int8_kernels.h"
 #include "quant/repack.h"
 
@@ -107,6 +109,15 @@ HWY_FLATTEN void Q8_0Groups(const uint8_t* w, int64_t cols, const Q8Rows& x, int
   }
 }
 
+// avx2::ReduceLanes512 for 16 rows at once: acc[L] holds lane L of each row's float accumulator; the result's
+// lane r is row r's sum, added in the same order (pairs 8 apart, then 4 apart, then ((0 + 2) + (1 + 3))).
+HWY_INLINE __m512 ReduceLanes16Rows(const __m512 (&acc)[16]) {
+  __m512 t3[8], t6[4];
+  for (int l = 0; l < 8; ++l) t3[l] = _mm512_add_ps(acc[l + 8], acc[l]);
+  for (int l = 0; l < 4; ++l) t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
+  return _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
+}
+
 // Q4_K, one token: acc[L] holds lane L of avx2::Q4KRows512's float accumulator for the 16 rows, updated by the
 // same operations on the same values. In that kernel, lane L = 4k + i (k, i < 4) of a block's integer sum is, over
 // c = 0, 1, scale s * (the 8 products of qs dwords m and m + 1 of part p = 2c + j), j = i / 2, m = 4 (k % 2) + 2 (i
@@ -117,10 +128,17 @@ HWY_FLATTEN void Q8_0Groups(const uint8_t* w, int64_t cols, const Q8Rows& x, int
 // a group's block of 16 rows takes 64 vpdpbusd, 68 masks and ~150 other operations (the compiled loop), where the
 // GGUF layout's kernel repeats its scale unpacking, min term and lane sum for every row. The lanes are then added
 // in ReduceLanes512's order.
-struct Q4KGroup {
+// Q5_K (B = BlockQ5_K; avx2::Q4KRows512<BlockQ5_K>) has the same lanes with codes of 5 bits (the fifth from the
+// qh vectors: the same dwords m, m + 1 as the nibbles, bit s for sub-block s), whose sums of 8 products are still
+// under 2^15 (8 * 31 * 127); its high nibbles come down (a shift) rather than stay 16 times over, which would not fit a
+// byte. Per block of 16 rows that adds 64 fifth-bit merges (a shift and a ternary logic op each) and 32 shifts.
+template <class B>
+struct Q45KGroup {
+  static constexpr bool kFifth = std::is_same_v<B, BlockQ5_K>;
+  static constexpr size_t kBlockBytes = kFifth ? kRows16Q5KBlockBytes : kRows16Q4KBlockBytes;
   __m512 acc[16];
 
-  // Block b of the group (blk: its 2304 bytes) times the token's codes: acc[L] += d * dx * (lane L's integer sum).
+  // Block b of the group (blk: its kBlockBytes) times the token's codes: acc[L] += d * dx * (lane L's integer sum).
   HWY_INLINE void Sums(const uint8_t* blk, const int8_t* xb, float dx) {
     const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
     __m512i h[4];
@@ -128,7 +146,7 @@ struct Q4KGroup {
     __m512i sc[2], mn[2];
     vnni512::Q4KLanes::ScalesMins(h, sc, mn);
     const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0])), _mm512_set1_ps(dx));
-    const uint8_t* qs = blk + 256;
+    const uint8_t* qs = blk + (kFifth ? kRows16Q5KNibblesAt : 256);
     // lane pair l's four vectors are 4l .. 4l + 3 (parts j then 2 + j, dwords m, m + 1): read front to back
     static_assert(q4k_rows16_vector(2, 2) == 4 * 1 + 2 && q4k_rows16_vector(1, 7) == 4 * 7 + 1);
     // Unrolled, so that every index is a constant and acc stays in registers (as a loop, acc lived in memory:
@@ -143,14 +161,30 @@ struct Q4KGroup {
         const __m512i q0 = _mm512_loadu_si512(qs + 64 * q4k_rows16_vector(p, m));
         const __m512i q1 = _mm512_loadu_si512(qs + 64 * q4k_rows16_vector(p, m + 1));
         const int8_t* x0 = xb + 64 * p + 4 * m;
-        lo[c] = vnni512::DpBusdBcast(vnni512::DpBusdBcast(_mm512_setzero_si512(), _mm512_and_si512(q0, low4), x0),
-                                     _mm512_and_si512(q1, low4), x0 + 4);
-        // The high nibbles in place are 16 times the codes: the exact sum divided by 16 (one shift where moving
-        // the nibbles down takes two per vector).
-        hi[c] = _mm512_srai_epi32(
-            vnni512::DpBusdBcast(vnni512::DpBusdBcast(_mm512_setzero_si512(), _mm512_and_si512(q0, high4), x0 + 32),
-                                 _mm512_and_si512(q1, high4), x0 + 36),
-            4);
+        if constexpr (kFifth) {
+          using vnni512::Q5KLanes;
+          const __m512i qh0 = _mm512_loadu_si512(blk + kRows16Q5KQhAt + 64 * m);
+          const __m512i qh1 = _mm512_loadu_si512(blk + kRows16Q5KQhAt + 64 * (m + 1));
+          const auto low = [&](__m512i q, __m512i qh, int s) HWY_ATTR {
+            return Q5KLanes::WithFifth(_mm512_and_si512(q, low4), qh, s);
+          };
+          const auto high = [&](__m512i q, __m512i qh, int s) HWY_ATTR {
+            return Q5KLanes::WithFifth(_mm512_and_si512(_mm512_srli_epi32(q, 4), low4), qh, s);
+          };
+          lo[c] = vnni512::DpBusdBcast(vnni512::DpBusdBcast(_mm512_setzero_si512(), low(q0, qh0, 2 * p), x0),
+                                       low(q1, qh1, 2 * p), x0 + 4);
+          hi[c] = vnni512::DpBusdBcast(vnni512::DpBusdBcast(_mm512_setzero_si512(), high(q0, qh0, 2 * p + 1), x0 + 32),
+                                       high(q1, qh1, 2 * p + 1), x0 + 36);
+        } else {
+          lo[c] = vnni512::DpBusdBcast(vnni512::DpBusdBcast(_mm512_setzero_si512(), _mm512_and_si512(q0, low4), x0),
+                                       _mm512_and_si512(q1, low4), x0 + 4);
+          // The high nibbles in place are 16 times the codes: the exact sum divided by 16 (one shift where moving
+          // the nibbles down takes two per vector).
+          hi[c] = _mm512_srai_epi32(
+              vnni512::DpBusdBcast(vnni512::DpBusdBcast(_mm512_setzero_si512(), _mm512_and_si512(q0, high4), x0 + 32),
+                                   _mm512_and_si512(q1, high4), x0 + 36),
+              4);
+        }
       }
       // sub-blocks 4c + 2j (low) and 4c + 2j + 1 (high): scale bytes 2j, 2j + 1 of sc[c]
       const __m512i slo = avx2::DpWssd(_mm512_madd_epi16(lo[0], vnni512::ByteOfLanes(sc[0], 2 * j)), lo[1],
@@ -192,33 +226,30 @@ struct Q4KGroup {
 // of 3, GB/s at 1 / 2 threads, GGUF layout -> rows16 with the prefetch -> rows16 without: Matvec/Q4_K/768x2048 21.1 /
 // 29.4 -> 15.7 / 21.1 -> 25.2 / 28.6; 2048x768 17.4 / 27.0 -> 18.7 / 25.8 -> 27.6 / 30.6; 2048x4096 20.6 / 32.4 ->
 // 15.9 / 23.8 -> 25.7 / 28.7 (the 2-thread read: 31.1); MatvecHot/Q4_K/768x2048 at 1 thread 23.0 -> 41.7 -> 38.9.
-HWY_FLATTEN void Q4KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows& x, float* y, int64_t g0,
-                                   int64_t g1) {
+template <class B>
+HWY_FLATTEN void Q45KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows& x, float* y, int64_t g0,
+                                    int64_t g1) {
+  constexpr size_t kBlockBytes = Q45KGroup<B>::kBlockBytes;
   const int64_t nb = cols / kQK_K;
   for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* gw = w + static_cast<size_t>(g * nb) * kRows16Q4KBlockBytes;
-    Q4KGroup q;
+    const uint8_t* gw = w + static_cast<size_t>(g * nb) * kBlockBytes;
+    Q45KGroup<B> q;
     for (__m512& a : q.acc) a = _mm512_setzero_ps();
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-      const uint8_t* ba = gw + static_cast<size_t>(b) * kRows16Q4KBlockBytes;
-      const uint8_t* bb = ba + kRows16Q4KBlockBytes;
+      const uint8_t* ba = gw + static_cast<size_t>(b) * kBlockBytes;
+      const uint8_t* bb = ba + kBlockBytes;
       q.Sums(ba, x.q + b * kQK_K, x.d[b]);
       q.Sums(bb, x.q + (b + 1) * kQK_K, x.d[b + 1]);
       q.Mins(ba, x.sums + b * 16, x.d[b], 0, false);
       q.Mins(bb, x.sums + (b + 1) * 16, x.d[b + 1], 8, false);
     }
     if (b < nb) {
-      const uint8_t* ba = gw + static_cast<size_t>(b) * kRows16Q4KBlockBytes;
+      const uint8_t* ba = gw + static_cast<size_t>(b) * kBlockBytes;
       q.Sums(ba, x.q + b * kQK_K, x.d[b]);
       q.Mins(ba, x.sums + b * 16, x.d[b], 0, true);
     }
-    // ReduceLanes512 over each row's 16 lanes, for the 16 rows at once
-    __m512 t3[8], t6[4];
-    for (int l = 0; l < 8; ++l) t3[l] = _mm512_add_ps(q.acc[l + 8], q.acc[l]);
-    for (int l = 0; l < 4; ++l) t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
-    const __m512 r = _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
-    _mm512_storeu_ps(y + g * kRows16, r);
+    _mm512_storeu_ps(y + g * kRows16, ReduceLanes16Rows(q.acc));
   }
 }
 
@@ -283,12 +314,7 @@ HWY_FLATTEN void Q6KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows&
         }
       }
     }
-    // ReduceLanes512 over each row's 16 lanes, for the 16 rows at once
-    __m512 t3[8], t6[4];
-    for (int l = 0; l < 8; ++l) t3[l] = _mm512_add_ps(acc[l + 8], acc[l]);
-    for (int l = 0; l < 4; ++l) t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
-    const __m512 r = _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
-    _mm512_storeu_ps(y + g * kRows16, r);
+    _mm512_storeu_ps(y + g * kRows16, ReduceLanes16Rows(acc));
   }
 }
 
@@ -302,7 +328,15 @@ inline bool MatmulRows16(GgmlType type, const uint8_t* w, int64_t cols, const Q8
         vnni512::TokenTiles<vnni512::Rows16Q4KLanes>(w, 0, x, n_tok, y, y_stride, g0 * kRows16, g1 * kRows16);
       } else {
         assert(n_tok == 1 && !x.batched);  // matmul_groups gives several tokens (or a prompt's one) the tiles
-        Q4KOneTokenGroups(w, cols, x, y, g0, g1);
+        Q45KOneTokenGroups<BlockQ4_K>(w, cols, x, y, g0, g1);
+      }
+      return true;
+    case GgmlType::Q5_K:
+      if (x.qt != nullptr) {
+        vnni512::TokenTiles<vnni512::Rows16Q5KLanes>(w, 0, x, n_tok, y, y_stride, g0 * kRows16, g1 * kRows16);
+      } else {
+        assert(n_tok == 1 && !x.batched);  // as Q4_K
+        Q45KOneTokenGroups<BlockQ5_K>(w, cols, x, y, g0, g1);
       }
       return true;
     case GgmlType::Q6_K:

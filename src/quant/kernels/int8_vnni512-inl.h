@@ -150,53 +150,70 @@ HWY_INLINE __m512i SignedBytePairOfLanes(__m512i v, int j) {
 // block result to acc from isum = sum over scale groups of scale * (codes . activations) and ioff = sum over
 // 32-blocks of off . (activation sums).
 
-// Q4_K: the formula of Q4KTokens (int8_avx2-inl.h): y += d * dx * sum_s scale_s * (q_s . x_s) - dmin * dx * sum_s
-// min_s * (sum of x_s's codes), 8 sub-blocks of 32; qs[32p + i] holds sub-block 2p in its low nibbles, 2p + 1 in
-// its high ones.
-struct Q4KLanes {
+// Q4_K and Q5_K: the formula of Q45KTokens (int8_avx2-inl.h): y += d * dx * sum_s scale_s * (q_s . x_s) - dmin *
+// dx * sum_s min_s * (sum of x_s's codes), 8 sub-blocks of 32; qs[32p + i] holds sub-block 2p in its low nibbles,
+// 2p + 1 in its high ones, and for Q5_K (B = BlockQ5_K) bit s of qh[i] is the fifth bit of sub-block s's element i.
+template <class B>
+struct Q45KLanes {
+  static constexpr bool kFifth = std::is_same_v<B, BlockQ5_K>;
   static constexpr bool kGrouped = false;  // rows[r]: row r's bytes
-  static constexpr size_t kBytes = sizeof(BlockQ4_K);
+  static constexpr size_t kBytes = sizeof(B);
   static constexpr int64_t kCols = kQK_K;  // columns per block
   static constexpr int kQuadsPerScale = 8;
+  // Q4_K's high nibbles stay in place, 16 times the codes (one mask, no shift, per vector), and the low sub-blocks'
+  // scales are taken 16 times to match (isum: 16 times the sum, at most 2^29; Finish divides). Q5_K's codes with
+  // their fifth bit (0..31) do not fit a byte 16 times over, so both nibbles come down.
+  static constexpr int kSumShift = kFifth ? 0 : 4;
   struct Block {
     __m512i codes[kQK_K / 4];
-    __m512i scale[8];  // the low nibbles' sub-blocks' scales times 16 (below)
+    __m512i scale[8];  // sub-block scales (Q4_K: the low nibbles' times 16)
     __m512i off[8];    // min s in both int16 halves
     __m512 d, dmin;
   };
   static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
-    static_assert(offsetof(BlockQ4_K, d) == 0 && offsetof(BlockQ4_K, dmin) == 2 &&
-                  offsetof(BlockQ4_K, scales) == 4 && offsetof(BlockQ4_K, qs) == 16);
+    static_assert(offsetof(B, d) == 0 && offsetof(B, dmin) == 2 && offsetof(B, scales) == 4);
     __m512i h[4];
     RowHeads(rows, at, h);
+    __m512i qh[8];
+    if constexpr (kFifth) RowQuads(rows, at + offsetof(BlockQ5_K, qh), qh);
     UnpackLanes(h, [&](int p, __m512i (&q)[8]) HWY_ATTR {
-      RowQuads(rows, at + offsetof(BlockQ4_K, qs) + 32 * static_cast<size_t>(p), q);
-    }, o);
+      RowQuads(rows, at + offsetof(B, qs) + 32 * static_cast<size_t>(p), q);
+    }, qh, o);
   }
-  // From the blocks' first 16 bytes as dwords in the lanes (h[i], lane r: row r's bytes 4i .. 4i + 3) and their
-  // nibbles (quads(p, q): q[i], lane r: row r's qs bytes 32p + 4i .. 32p + 4i + 3).
+  // From the blocks' first 16 bytes as dwords in the lanes (h[i], lane r: row r's bytes 4i .. 4i + 3), their
+  // nibbles (quads(p, q): q[i], lane r: row r's qs bytes 32p + 4i .. 32p + 4i + 3) and, for Q5_K, their fifth bits
+  // (qh[i], lane r: row r's qh bytes 4i .. 4i + 3; unread for Q4_K).
   template <class Quads>
-  static HWY_INLINE void UnpackLanes(const __m512i (&h)[4], const Quads& quads, Block& o) {
+  static HWY_INLINE void UnpackLanes(const __m512i (&h)[4], const Quads& quads, const __m512i (&qh)[8], Block& o) {
     const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
     o.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
     o.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
     __m512i sc[2], mn[2];
     ScalesMins(h, sc, mn);
     for (int s = 0; s < 8; ++s) {
-      // The low nibbles are the codes; the high ones stay in place, 16 times the codes, and the low sub-blocks'
-      // scales are taken 16 times to match (isum: 16 times the sum, at most 2^29; Finish divides).
       const __m512i scale = ByteOfLanes(sc[s / 4], s % 4);
-      o.scale[s] = s % 2 == 0 ? _mm512_slli_epi32(scale, 4) : scale;
+      o.scale[s] = s % 2 == 0 ? _mm512_slli_epi32(scale, kSumShift) : scale;
       o.off[s] = ByteTwiceOfLanes(mn[s / 4], s % 4);
     }
     for (int p = 0; p < 4; ++p) {
       __m512i q[8];
       quads(p, q);
       for (int i = 0; i < 8; ++i) {
-        o.codes[16 * p + i] = _mm512_and_si512(q[i], low4);
-        o.codes[16 * p + 8 + i] = _mm512_and_si512(q[i], high4);
+        if constexpr (kFifth) {
+          o.codes[16 * p + i] = WithFifth(_mm512_and_si512(q[i], low4), qh[i], 2 * p);
+          o.codes[16 * p + 8 + i] = WithFifth(_mm512_and_si512(_mm512_srli_epi32(q[i], 4), low4), qh[i], 2 * p + 1);
+        } else {
+          o.codes[16 * p + i] = _mm512_and_si512(q[i], low4);
+          o.codes[16 * p + 8 + i] = _mm512_and_si512(q[i], high4);
+        }
       }
     }
+  }
+  // Nibbles (0..15 per byte) with bit s of the same bytes of qh as their bit 4 (a 32-bit shift by at most 4 keeps
+  // it within its byte).
+  static HWY_INLINE __m512i WithFifth(__m512i nibbles, __m512i qh, int s) {
+    const __m512i at4 = s <= 4 ? _mm512_slli_epi32(qh, 4 - s) : _mm512_srli_epi32(qh, s - 4);
+    return _mm512_ternarylogic_epi32(nibbles, at4, _mm512_set1_epi8(0x10), 0xf8);  // nibbles | (at4 & 0x10)
   }
   // Per lane, from [d, dmin] and the 12 scale bytes (h as UnpackLanes takes them; kquant_scales.h,
   // unpack_scale_min_k4): sc[c] / mn[c] byte j: the 6-bit scale / min 4c + j. Scales 0-3 and mins 0-3 are the low 6
@@ -212,10 +229,12 @@ struct Q4KLanes {
                                       _mm512_srli_epi32(h[2], 2), bits45, 0xf8);
   }
   static HWY_INLINE __m512 Finish(const Block& o, __m512i isum, __m512i ioff, __m512 dx, __m512 acc) {
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(isum, 4)), _mm512_mul_ps(o.d, dx), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(isum, kSumShift)), _mm512_mul_ps(o.d, dx), acc);
     return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ioff), _mm512_mul_ps(o.dmin, dx), acc);
   }
 };
+using Q4KLanes = Q45KLanes<BlockQ4_K>;
+using Q5KLanes = Q45KLanes<BlockQ5_K>;
 
 // Q6_K: the formula of Q6KTokens (int8_avx2-inl.h): isum = sum over sub-blocks of 16 of scale * (codes . x),
 // codes 0..63 before their -32, and ioff = sum of scale * (the sub-block's activation sum); y += d * dx * (isum -
@@ -383,21 +402,29 @@ struct Rows16Q8Lanes {
   }
 };
 
-// Q4_K repacked with 16 rows in the lanes (quant/repack.h, rows16): a block of a group holds the dwords that
-// Q4KLanes transposes from the GGUF layout (RowHeads, RowQuads; the nibbles' in another order), so the same
-// unpacking and tiles give the same bits from 36 loads, nothing to transpose.
-struct Rows16Q4KLanes : Q4KLanes {
-  static constexpr size_t kBytes = kRows16Q4KBlockBytes;
+// Q4_K and Q5_K repacked with 16 rows in the lanes (quant/repack.h, rows16): a block of a group holds the dwords
+// that Q45KLanes transposes from the GGUF layout (RowHeads, RowQuads; the nibbles' in another order), so the same
+// unpacking and tiles give the same bits from 36 loads (Q5_K: 44), nothing to transpose.
+template <class B>
+struct Rows16Q45KLanes : Q45KLanes<B> {
+  using Base = Q45KLanes<B>;
+  static constexpr size_t kBytes = Base::kFifth ? kRows16Q5KBlockBytes : kRows16Q4KBlockBytes;
+  static constexpr size_t kNibblesAt = Base::kFifth ? kRows16Q5KNibblesAt : 256;
   static constexpr bool kGrouped = true;  // rows[0]: the group's bytes
-  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, typename Base::Block& o) {
     const uint8_t* blk = rows[0] + at;
-    __m512i h[4];
+    __m512i h[4], qh[8];
     for (int i = 0; i < 4; ++i) h[i] = _mm512_loadu_si512(blk + 64 * i);
-    UnpackLanes(h, [&](int p, __m512i (&q)[8]) HWY_ATTR {
-      for (int i = 0; i < 8; ++i) q[i] = _mm512_loadu_si512(blk + 256 + 64 * q4k_rows16_vector(p, i));
-    }, o);
+    if constexpr (Base::kFifth) {
+      for (int i = 0; i < 8; ++i) qh[i] = _mm512_loadu_si512(blk + kRows16Q5KQhAt + 64 * i);
+    }
+    Base::UnpackLanes(h, [&](int p, __m512i (&q)[8]) HWY_ATTR {
+      for (int i = 0; i < 8; ++i) q[i] = _mm512_loadu_si512(blk + kNibblesAt + 64 * q4k_rows16_vector(p, i));
+    }, qh, o);
   }
 };
+using Rows16Q4KLanes = Rows16Q45KLanes<BlockQ4_K>;
+using Rows16Q5KLanes = Rows16Q45KLanes<BlockQ5_K>;
 
 // Q6_K repacked with 16 rows in the lanes (quant/repack.h, rows16): a block of a group holds the dwords that
 // Q6KLanes transposes from the GGUF layout (RowHeads, RowQuads) and the 16 rows' d side by side, so the same
@@ -616,6 +643,7 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
   if (x.qt == nullptr) return false;
   switch (type) {
     case GgmlType::Q4_K: TokenTiles<Q4KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    case GgmlType::Q5_K: TokenTiles<Q5KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
     case GgmlType::Q6_K: TokenTiles<Q6KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
     case GgmlType::Q4_0:
       TokenTiles<Block32Lanes<avx2::Q4_0Tokens>>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
