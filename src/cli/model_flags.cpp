@@ -47,7 +47,7 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "model's experts per layer)")
       ->transform(whole<int64_t>(1));
   cmd.add_flag("--no-repack", no_repack,
-               "keep the Q8_0, Q4_K and Q6_K matrices (dense, and resident routed experts) as the file stores them "
+               "keep the Q8_0 and Q4_K-Q6_K matrices (dense, and resident routed experts) as the file stores them "
                "instead of a copy repacked for the AVX512-VNNI kernels (the same results, slower; as llama.cpp)");
   cmd.add_flag("--no-repack-experts", no_repack_experts,
                "repack only the dense matrices: keep the resident routed experts mapped as the file stores them "

@@ -15,7 +15,7 @@
 // operations; the sums are the same integers. The 32-block kernels of offset codes (MXFP4, Q4_0, Q5_0) take it
 // (TileBlock32, Block32Rows; MXFP4's one-token rows in 512-bit vectors, Mxfp4Rows512). In the K-quant tiles here
 // (8 tokens in the lanes) a lane's int32 sum must be scaled per sub-block, and there vpdpbusd + vpdpwssd measured
-// no faster (Matmul/Q4_K tok8 slower, tok128 faster); on AVX3_DL the Q4_K and Q6_K tiles put 16 weight rows in the
+// no faster (Matmul/Q4_K tok8 slower, tok128 faster); on AVX3_DL the K-quant tiles put 16 weight rows in the
 // lanes instead (int8_vnni512-inl.h), which this file's tiles remain the specification of. The one-token Q4_K, Q5_K,
 // IQ4_XS and Q6_K rows of the AVX-512 targets (Q4KRows512, Iq4XsRows512, Q6KRow512) apply the sub-block scales with
 // vpdpwssd; IQ4_XS has no token tiles here (several tokens take the portable kernels).
