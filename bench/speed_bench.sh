@@ -146,10 +146,11 @@ for m in "${models[@]}"; do
   dense_by_type=$(jq -r '.decode_read_per_token.dense_by_type | to_entries[] | "\(.key) \(.value)"' <<< "$info")
   # A tied token_embd (the output matrix too) is read whole by decode and counted dense, but never repacked
   # (tensor_binder.cpp): its bytes keep the file layout's rate.
+  tied_type=""; tied_bytes=0
   if [ "$(jq -r '.decode_read_per_token.token_embd_is_output' <<< "$info")" = true ]; then
-    dense_by_type=$(awk -v t="$(jq -r '.decode_read_per_token.token_embd_type' <<< "$info")" \
-      -v e="$(jq -r '.decode_read_per_token.token_embd_bytes' <<< "$info")" '$1 == t { $2 -= e } { print }' \
-      <<< "$dense_by_type")
+    tied_type=$(jq -r '.decode_read_per_token.token_embd_type' <<< "$info")
+    tied_bytes=$(jq -r '.decode_read_per_token.token_embd_bytes' <<< "$info")
+    dense_by_type=$(awk -v t="$tied_type" -v e="$tied_bytes" '$1 == t { $2 -= e } { print }' <<< "$dense_by_type")
   fi
   vocab=$(jq -r '.tokenizer.n_vocab // empty' <<< "$info")
   if [ -z "$vocab" ] || [ "$vocab" -le 0 ]; then echo "speed_bench: $m has no vocabulary" >&2; exit 1; fi
@@ -176,10 +177,10 @@ for m in "${models[@]}"; do
   # layout's.
   repacked=0; grep -q "repack: [0-9]" "$first.1.log" && repacked=1
   experts_repacked=0; grep -q "repack: [0-9].*the routed experts' among them" "$first.1.log" && experts_repacked=1
-  split_types=$(awk -v rp="$repacked" -v rx="$experts_repacked" '
+  split_types=$(awk -v rp="$repacked" -v rx="$experts_repacked" -v tt="$tied_type" -v tb="$tied_bytes" '
     FILENAME == ARGV[1] { rate[$1] = 1; next }
     FILENAME == ARGV[2] { dense[$1] = $2; next }
-    { d = rx ? $2 : ($1 in dense) ? dense[$1] : 0
+    { d = rx ? $2 - ($1 == tt ? tb : 0) : ($1 in dense) ? dense[$1] : 0
       if (rp && (($1 ".rows16") in rate)) { print $1 ".rows16", d; print $1, $2 - d } else print $1, $2 }' \
     "$hot" <(printf '%s\n' "$dense_by_type") <(printf '%s\n' "$by_type"))
   ceil=$(ceiling_of "$split_types" "$hot" "$bw")

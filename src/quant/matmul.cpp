@@ -359,7 +359,7 @@ void matmul_groups(std::span<const ProductGroup> groups, MatmulScratch& scratch)
     // A group with the same activations as an earlier one, for weights of the same type (so the same tiles or pair
     // sums), reads that one's rows: at decode a MoE layer's experts all take the token's x, quantized once
     // instead of once per expert. Of the repacked layouts only Q8_0's reads more than the rows (their quad
-    // biases), so a repacked Q4_K or Q6_K group shares a file-layout one's rows (the shared expert and the routed
+    // biases), so a repacked Q4_K, Q5_K or Q6_K group shares a file-layout one's rows (the shared expert and the routed
     // ones).
     const auto same = [&](const ProductGroup& h) {
       const GgmlType type = g.products.front().w.type;

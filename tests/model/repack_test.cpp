@@ -1,7 +1,7 @@
-// Repacked weights (ModelOptions::repack and repack_experts, quant/repack.h) change how the dense Q8_0, Q4_K and
-// Q6_K matrices and the resident routed experts' stacks are laid out in memory, never the math: a model's logits and
-// routing, prompt and decode, are bit-identical with and without them; and the start log says what was repacked, or
-// why nothing was.
+// Repacked weights (ModelOptions::repack and repack_experts, quant/repack.h) change how the dense Q8_0, Q4_K, Q5_K
+// and Q6_K matrices and the resident routed experts' stacks are laid out in memory, never the math: a model's logits
+// and routing, prompt and decode, are bit-identical with and without them; and the start log says what was repacked,
+// or why nothing was.
 #include <cstring>
 #include <numeric>
 #include <string>

@@ -134,7 +134,7 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* q) {
 
 // The sum of the 16 lanes, in a fixed order: lanes l and l + 8 (l < 8), then those sums' l and l + 4, then 0 + 2
 // and 1 + 3, then the last two: (((v0 + v8) + (v4 + v12)) + ((v2 + v10) + (v6 + v14))) + (((v1 + v9) + (v5 + v13))
-// + ((v3 + v11) + (v7 + v15))), GCC's _mm512_reduce_add_ps written out, so that the rows16 kernels (Q4KGroup,
+// + ((v3 + v11) + (v7 + v15))), GCC's _mm512_reduce_add_ps written out, so that the rows16 kernels (Q45KGroup,
 // Q6KOneTokenGroups) can reproduce it whatever a compiler's intrinsic does.
 HWY_INLINE float ReduceLanes512(__m512 v) {
   const __m256 t3 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
@@ -351,8 +351,8 @@ HWY_FLATTEN void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows
 // portable int16 kernels (DecIQ4_XS): bench_matvec on a 2-vCPU AMD EPYC (Zen 4), 3 alternating runs, GB/s at 1 / 2
 // threads: MatvecHot/IQ4_XS/768x2048 10.7 / 20.0 -> 15.0-16.4 / 26.2-27.9 (with the levels by pshufb; vpermb then
 // faster in 3 of 3 alternating runs, 15.1-16.1 -> 16.7-17.4 at 1 thread); Matvec/IQ4_XS/2048x4096 8.2-9.6 /
-// 17.3-18.7 -> 14.3-15.9 / 26.7-28.9, 2048x768 7.6-8.9 / 13.0-13.9 -> 12.2-15.2 / 21.3-21.7. Several tokens keep
-// the portable kernels, as Q5_K (Q4KRows512) does.
+// 17.3-18.7 -> 14.3-15.9 / 26.7-28.9, 2048x768 7.6-8.9 / 13.0-13.9 -> 12.2-15.2 / 21.3-21.7. Several tokens (and
+// a prompt's one) keep the portable kernels, whose sums go in another order.
 template <size_t R>
 HWY_INLINE void Iq4XsRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, float* const (&y)[R]) {
   using B = BlockIQ4_XS;
@@ -592,7 +592,7 @@ HWY_INLINE void Q6KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
   for (size_t t = 0; t < NT; ++t) y[static_cast<int64_t>(t) * y_stride] = Hsum(acc[t]);
 }
 
-// Several tokens (prefill; compute-bound) of Q4_K or Q6_K, R rows (1..4) at a time, against the token-interleaved
+// Several tokens (prefill; compute-bound) of Q4_K, Q5_K or Q6_K, R rows (1..4) at a time, against the token-interleaved
 // activations (Q8Rows::qt/st/dt): a vector holds 4 consecutive codes ("a quad") of each of 8 tokens, and one
 // weight row's 4 codes are broadcast to all 8 lanes, so pmaddubsw and then pmaddwd with the sub-block scale leave
 // each token's sum in its own int32 lane: no horizontal reductions, and each row's weights are unpacked once per
@@ -616,7 +616,7 @@ HWY_INLINE void Q6KTile(const uint8_t* HWY_RESTRICT row, const Q8Rows& x, int64_
 // and block, in the token's lane, Finish adds float(sum) * (d * dx) (and Q4_K's min term): the same operations for
 // every token whatever its tile, paired or not, or the other tokens, so a token's result does not depend on the
 // batch it came in. (One token goes through Q4KTile / Q6KTile, as in decode, unless it is a routed expert's share
-// of a prompt: ProductGroup::batched.)
+// of a prompt: ProductGroup::batched; Q5_K's through Q4KOneToken512 on AVX-512, the portable kernels on AVX2.)
 //
 // Scales: Unpack keeps each as a 32-bit word (the int16 scale twice, what pmaddwd pairs with the two int16 sums of
 // a lane), broadcast where used with one load; with several tiles per pass Widen stores them as vectors once, which
@@ -1498,7 +1498,7 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
 #endif
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
     case GgmlType::IQ4_XS:
-      if (n_tok != 1 || x.batched) return false;  // as Q5_K
+      if (n_tok != 1 || x.batched) return false;  // several tokens, or a prompt's one: the portable kernels
       Iq4XsOneToken512(w, row_bytes, x, y, r0, r1);
       return true;
 #endif

@@ -140,7 +140,7 @@ void quad_biases(const Q8Rows& x, int64_t n_tok);
 
 // The product of matmul_rows_q8 for a matrix in the rows16 layout, groups [g0, g1) of 16 rows: y[t * y_stride + r]
 // for rows r in [16 g0, 16 g1), the same bits as matmul_rows_q8 on the matrix's GGUF bytes. x needs the token
-// tiles (qt, st, dt: several tokens, or a prompt's one) or, for one token, quad_bias (Q8_0) or sums (Q4_K, Q6_K).
+// tiles (qt, st, dt: several tokens, or a prompt's one) or, for one token, quad_bias (Q8_0) or sums (Q4_K, Q5_K, Q6_K).
 // Requires has_rows16_kernel(type). Thread-safe (no shared state).
 void matmul_rows16_q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
                       int64_t y_stride, int64_t g0, int64_t g1);

@@ -218,8 +218,8 @@ struct Q45KGroup {
   }
 };
 
-// One token times groups [g0, g1) of a rows16 Q4_K matrix, each group's blocks in order, each block pair as
-// Q4KRows512 takes it: both blocks' sums, then the first's min term in lanes 0-7 and the second's in 8-15; an odd
+// One token times groups [g0, g1) of a rows16 Q4_K or Q5_K matrix, each group's blocks in order, each block pair
+// as Q4KRows512 takes it: both blocks' sums, then the first's min term in lanes 0-7 and the second's in 8-15; an odd
 // last block's min term in lanes 0-7. The bytes are read front to back (the layout's order), one stream per thread,
 // with no software prefetch: the hardware's stream prefetcher keeps up with it, where asking 4 KiB ahead per block
 // pair (as the GGUF-layout kernels do) cost more than it brought. bench_matvec on a 2-vCPU AMD EPYC (Zen 4), medians

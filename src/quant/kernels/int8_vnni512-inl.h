@@ -174,7 +174,7 @@ struct Q45KLanes {
     static_assert(offsetof(B, d) == 0 && offsetof(B, dmin) == 2 && offsetof(B, scales) == 4);
     __m512i h[4];
     RowHeads(rows, at, h);
-    __m512i qh[8];
+    __m512i qh[8] = {};  // read for Q5_K only
     if constexpr (kFifth) RowQuads(rows, at + offsetof(BlockQ5_K, qh), qh);
     UnpackLanes(h, [&](int p, __m512i (&q)[8]) HWY_ATTR {
       RowQuads(rows, at + offsetof(B, qs) + 32 * static_cast<size_t>(p), q);
@@ -413,7 +413,7 @@ struct Rows16Q45KLanes : Q45KLanes<B> {
   static constexpr bool kGrouped = true;  // rows[0]: the group's bytes
   static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, typename Base::Block& o) {
     const uint8_t* blk = rows[0] + at;
-    __m512i h[4], qh[8];
+    __m512i h[4], qh[8] = {};  // qh: read for Q5_K only
     for (int i = 0; i < 4; ++i) h[i] = _mm512_loadu_si512(blk + 64 * i);
     if constexpr (Base::kFifth) {
       for (int i = 0; i < 8; ++i) qh[i] = _mm512_loadu_si512(blk + kRows16Q5KQhAt + 64 * i);
