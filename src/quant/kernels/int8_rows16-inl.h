@@ -318,34 +318,29 @@ HWY_FLATTEN void Q6KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows&
   }
 }
 
+// A rows16 K-quant matrix: several tokens (or a prompt's one) through the tiles K, one token through one_token.
+template <class K>
+HWY_INLINE void KQuantGroups(void (*one_token)(const uint8_t*, int64_t, const Q8Rows&, float*, int64_t, int64_t),
+                             const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
+                             int64_t y_stride, int64_t g0, int64_t g1) {
+  if (x.qt != nullptr) return vnni512::TokenTiles<K>(w, 0, x, n_tok, y, y_stride, g0 * kRows16, g1 * kRows16);
+  assert(n_tok == 1 && !x.batched);  // matmul_groups gives several tokens (or a prompt's one) the tiles
+  one_token(w, cols, x, y, g0, g1);
+}
+
 // True (and the product done) for the types with a rows16 kernel.
 inline bool MatmulRows16(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
                          int64_t y_stride, int64_t g0, int64_t g1) {
   switch (type) {
     case GgmlType::Q8_0: Q8_0Groups(w, cols, x, n_tok, y, y_stride, g0, g1); return true;
     case GgmlType::Q4_K:
-      if (x.qt != nullptr) {
-        vnni512::TokenTiles<vnni512::Rows16Q4KLanes>(w, 0, x, n_tok, y, y_stride, g0 * kRows16, g1 * kRows16);
-      } else {
-        assert(n_tok == 1 && !x.batched);  // matmul_groups gives several tokens (or a prompt's one) the tiles
-        Q45KOneTokenGroups<BlockQ4_K>(w, cols, x, y, g0, g1);
-      }
+      KQuantGroups<vnni512::Rows16Q4KLanes>(Q45KOneTokenGroups<BlockQ4_K>, w, cols, x, n_tok, y, y_stride, g0, g1);
       return true;
     case GgmlType::Q5_K:
-      if (x.qt != nullptr) {
-        vnni512::TokenTiles<vnni512::Rows16Q5KLanes>(w, 0, x, n_tok, y, y_stride, g0 * kRows16, g1 * kRows16);
-      } else {
-        assert(n_tok == 1 && !x.batched);  // as Q4_K
-        Q45KOneTokenGroups<BlockQ5_K>(w, cols, x, y, g0, g1);
-      }
+      KQuantGroups<vnni512::Rows16Q5KLanes>(Q45KOneTokenGroups<BlockQ5_K>, w, cols, x, n_tok, y, y_stride, g0, g1);
       return true;
     case GgmlType::Q6_K:
-      if (x.qt != nullptr) {
-        vnni512::TokenTiles<vnni512::Rows16Q6KLanes>(w, 0, x, n_tok, y, y_stride, g0 * kRows16, g1 * kRows16);
-      } else {
-        assert(n_tok == 1 && !x.batched);  // as Q4_K
-        Q6KOneTokenGroups(w, cols, x, y, g0, g1);
-      }
+      KQuantGroups<vnni512::Rows16Q6KLanes>(Q6KOneTokenGroups, w, cols, x, n_tok, y, y_stride, g0, g1);
       return true;
     default: return false;
   }
