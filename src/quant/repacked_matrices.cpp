@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
-#include <cstdlib>
-#include <new>
 #include <thread>
 #include <vector>
 
 #include "quant/kernels/int8_kernels.h"
 #include "quant/repack.h"
+#include "util/anon_memory.h"
 
 namespace moetier::quant {
 
@@ -18,16 +17,14 @@ bool RepackedMatrices::takes(const WeightView& w) {
          kernels::has_rows16_kernel(w.type);
 }
 
-void RepackedMatrices::Free::operator()(uint8_t* p) const { std::free(p); }
+void RepackedMatrices::Unmap::operator()(uint8_t* p) const { util::unmap_anonymous(p, bytes); }
 
 WeightView RepackedMatrices::add(const WeightView& w) {
   assert(takes(w));
   const auto t0 = std::chrono::steady_clock::now();
   const size_t n = static_cast<size_t>(w.rows) * w.row_bytes;
-  // aligned_alloc wants a multiple of the alignment.
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64));
-  if (p == nullptr) throw std::bad_alloc();
-  blocks_.emplace_back(p);
+  uint8_t* p = util::map_anonymous(n, "repacked weights");
+  blocks_.emplace_back(p, Unmap{n});
   ++by_type_[w.type];
   // Disjoint group ranges, one per thread (repack_rows16 is thread-safe for those); a small matrix takes one.
   const int64_t groups = w.rows / kRows16;

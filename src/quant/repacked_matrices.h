@@ -12,7 +12,8 @@
 
 namespace moetier::quant {
 
-// Repacked copies of matrices, owned (64-byte aligned), made at load. Not thread-safe.
+// Repacked copies of matrices, owned (util::map_anonymous: page-aligned, in transparent huge pages where the kernel
+// has them), made at load. Not thread-safe.
 class RepackedMatrices {
  public:
   // threads: how many threads add() repacks a matrix with (its own, started per call; at least 1). At load, a
@@ -32,10 +33,11 @@ class RepackedMatrices {
   double seconds() const { return seconds_; }  // wall time add() took, all calls together
 
  private:
-  struct Free {
+  struct Unmap {
+    size_t bytes = 0;
     void operator()(uint8_t* p) const;
   };
-  std::vector<std::unique_ptr<uint8_t, Free>> blocks_;  // one per matrix, [rows * row_bytes] each
+  std::vector<std::unique_ptr<uint8_t, Unmap>> blocks_;  // one per matrix, [rows * row_bytes] each
   std::map<GgmlType, size_t> by_type_;                   // matrices per type
   int threads_ = 1;
   uint64_t bytes_ = 0;

@@ -1,22 +1,15 @@
 #include "moe/io/anon_buffer.h"
 
-#include <sys/mman.h>
-
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
-#include "util/error.h"
+#include "util/anon_memory.h"
 
 namespace moetier::moe::io {
 
 AnonBuffer::AnonBuffer(uint64_t bytes, const char* what) {
   if (bytes == 0) return;
-  const uint64_t n = round_up(bytes, kPage);
-  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) fail("cannot allocate {} bytes for the {}: {}", n, what, std::strerror(errno));
-  data_ = static_cast<uint8_t*>(p);
-  size_ = n;
+  size_ = round_up(bytes, kPage);
+  data_ = util::map_anonymous(size_, what);
 }
 
 AnonBuffer::AnonBuffer(AnonBuffer&& o) noexcept
@@ -24,7 +17,7 @@ AnonBuffer::AnonBuffer(AnonBuffer&& o) noexcept
 
 AnonBuffer& AnonBuffer::operator=(AnonBuffer&& o) noexcept {
   if (this != &o) {
-    if (data_ != nullptr) munmap(data_, size_);
+    util::unmap_anonymous(data_, size_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
   }
@@ -32,7 +25,7 @@ AnonBuffer& AnonBuffer::operator=(AnonBuffer&& o) noexcept {
 }
 
 AnonBuffer::~AnonBuffer() {
-  if (data_ != nullptr) munmap(data_, size_);
+  util::unmap_anonymous(data_, size_);
 }
 
 uint8_t* AnonBuffer::release() {
