@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <cmath>
 
 #include "util/error.h"
 
@@ -82,6 +83,13 @@ std::span<int32_t> Generator::routing_for(int64_t n) {
 
 int32_t Generator::sample() {
   if (!have_logits_) fail("nothing to sample from: the context is empty");
+  // A NaN or infinite logit (weights out of range in a damaged or hostile file, or an overflow; the kernels keep a
+  // NaN activation NaN through every product) would otherwise pick tokens at random with no sign of it.
+  if (const auto bad = std::ranges::find_if(logits_, [](float v) { return !std::isfinite(v); }); bad != logits_.end()) {
+    fail("the forward pass gave a non-finite logit ({} for token {}) at position {}: the model's weights or "
+         "activations are out of range; is the file damaged?",
+         *bad, bad - logits_.begin(), n_past() - 1);
+  }
   return sampler_->sample(logits_, history_);
 }
 

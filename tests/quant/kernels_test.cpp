@@ -395,6 +395,39 @@ TEST(MatmulKernels, ActivationQuantizationMatchesReferenceRounding) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// A NaN or infinite activation (a damaged or hostile file's weights can make one) anywhere in a block: the block's
+// scale is NaN and its codes 0, on every target and in both formats, so the products with it come out NaN instead
+// of finite garbage, and quantizing reads nothing past the row (the largest-magnitude scan once ran off the end of
+// a block holding a NaN). The other blocks quantize as before.
+TEST(MatmulKernels, NonFiniteActivationsMakeTheirBlockNaN) {
+  for (int64_t target : kernels::compiled_targets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+      const kernels::Q8Format f = kernels::q8_format(t);
+      const int64_t cols = 512, blk = kernels::q8_block(f);
+      for (const float bad : {NAN, INFINITY, -INFINITY}) {
+        for (const int64_t at : {int64_t{0}, blk / 2 + 1, blk - 1}) {
+          std::vector<float> x(static_cast<size_t>(cols), 0.25f);
+          x[static_cast<size_t>(at)] = bad;
+          std::vector<int8_t> q(x.size(), 99);
+          std::vector<int16_t> sums(x.size() / 16);
+          std::vector<float> d(x.size() / 32, -1.0f);
+          const kernels::Q8Rows rows{f, cols, q.data(), d.data(), sums.data()};
+          kernels::quantize_q8_row(x.data(), 0, rows);
+          const std::string what = std::string(type_name(t)) + " " + hwy::TargetName(target) + " x[" +
+                                   std::to_string(at) + "] = " + std::to_string(bad);
+          EXPECT_TRUE(std::isnan(d[0])) << what;
+          for (int64_t i = 0; i < blk; ++i) ASSERT_EQ(q[static_cast<size_t>(i)], 0) << what << ", code " << i;
+          for (int64_t s16 = 0; s16 < blk / 16; ++s16) EXPECT_EQ(sums[static_cast<size_t>(s16)], 0) << what;
+          EXPECT_TRUE(std::isfinite(d[1]) && d[1] != 0.0f) << what;  // the next block: all 0.25
+          EXPECT_NE(q[static_cast<size_t>(blk)], 0) << what;
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 TEST(ThreadPool, RunsEveryIndexOncePerRun) {
   for (int n : {1, 2, 4}) {
     util::ThreadPool pool(n);

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 
 #include "quant/blocks.h"
 #include "quant/e8m0.h"
@@ -444,8 +445,20 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
   float* d = out.d + tok * nb;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = xr + b * blk;
-    auto vmax = hn::Zero(df);
-    for (int64_t i = 0; i < blk; i += static_cast<int64_t>(N)) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
+    auto vmax = hn::Zero(df), vzero = hn::Zero(df);  // vzero: the sum of x * 0, NaN iff some x is NaN or infinite
+    for (int64_t i = 0; i < blk; i += static_cast<int64_t>(N)) {
+      const auto v = hn::LoadU(df, xb + i);
+      vmax = hn::Max(vmax, hn::Abs(v));
+      vzero = hn::MulAdd(v, hn::Zero(df), vzero);
+    }
+    if (hn::GetLane(hn::SumOfLanes(df, vzero)) != 0.0f) {
+      // A NaN or infinite activation (from a damaged or hostile file's weights, or an overflow): the block's scale
+      // NaN and its codes 0, so every product with it is NaN, where codes would hide it in a finite result (and
+      // the scan below for the largest magnitude would find no NaN and run past the block).
+      std::memset(q + b * blk, 0, static_cast<size_t>(blk));
+      d[b] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
     const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
     float scale;
     if (out.format == Q8Format::q8_0) {
@@ -460,6 +473,7 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
       }
       int64_t j = 0;
       while (std::fabs(xb[j]) != amax) ++j;  // the first element of largest magnitude, as ggml's scan keeps
+      assert(j < blk);
       scale = -127.0f / xb[j];
       d[b] = 1.0f / scale;
     }
