@@ -29,6 +29,7 @@
 #include "quant/kernels/vec_kernels.h"
 #include "quant/matmul.h"
 #include "quant/repack.h"
+#include "util/anon_memory.h"
 #include "util/thread_pool.h"
 
 namespace {
@@ -267,6 +268,36 @@ void BM_Matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
                                               benchmark::Counter::OneK::kIs1000);
 }
 
+// The rows16 repack of a matrix of `rows` x `cols` (quant/repack.h) at load: the scalar specification
+// (quant::repack_rows16, spec) or the one the engine calls (kernels::repack_rows16: AVX-512 where the CPU has the
+// rows16 kernels, fast), its groups split over the pool's threads as RepackedMatrices does. fresh: into a new
+// mapping each time (util::map_anonymous, huge pages where the kernel gives them), as at load, where the kernel
+// zeroes every page the copy first touches; otherwise into one copy written before. GB/s of the matrix's bytes.
+void BM_Repack(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool fast, bool fresh) {
+  const int threads = static_cast<int>(state.range(0));
+  const std::vector<uint8_t> w = random_weights(t, rows, cols);
+  const size_t rb = quant::row_bytes(t, cols);
+  std::vector<uint8_t> kept(fresh ? 0 : w.size(), 1);
+  const int64_t groups = rows / quant::kRows16;
+  for (auto _ : state) {
+    uint8_t* dst = fresh ? moetier::util::map_anonymous(w.size(), "benchmark copy") : kept.data();
+    pool(threads).run([&](int i) {
+      const int64_t g0 = groups * i / threads, g1 = groups * (i + 1) / threads;
+      if (fast) {
+        quant::kernels::repack_rows16(t, w.data(), rb, cols, g0, g1, dst);
+      } else {
+        quant::repack_rows16(t, w.data(), rb, cols, g0, g1, dst);
+      }
+    });
+    benchmark::DoNotOptimize(dst);
+    benchmark::ClobberMemory();
+    if (fresh) moetier::util::unmap_anonymous(dst, w.size());
+  }
+  state.counters["weights"] = benchmark::Counter(static_cast<double>(w.size()),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::OneK::kIs1000);
+}
+
 // One decode token's attention over one layer's KV cache of `ctx` positions, Qwen3-30B-A3B's shape (32 query
 // heads in 4 groups of 8 per KV head, head_dim 128, F16 rows): per KV head, the group's scores, then its weighted
 // sums of the values (quant/kernels/vec_kernels.h; the softmax between them is left out). One thread; reported as
@@ -384,6 +415,18 @@ int register_all() {
       const std::string name = "Matmul/" + type + "768x2048/tok" + std::to_string(n_tok);
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok, kRows16)
           ->Arg(1)->Arg(2)->UseRealTime();
+    }
+  }
+  // The load's repack: an expert stack's bytes (Qwen3-30B-A3B's 128 gate experts are 98304 x 2048), past the caches.
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    if (!quant::kernels::has_rows16_kernel(t)) continue;
+    for (const bool fresh : {false, true}) {
+      for (const bool fast : {false, true}) {
+        const std::string name = "Repack/" + std::string(quant::type_name(t)) + "/16384x2048/" +
+                                 (fast ? "fast" : "spec") + (fresh ? "/fresh" : "");
+        benchmark::RegisterBenchmark(name.c_str(), BM_Repack, t, 16384, 2048, fast, fresh)
+            ->Arg(1)->Arg(2)->UseRealTime();
+      }
     }
   }
   if (quant::kernels::has_rows16_kernel(GgmlType::Q8_0)) {

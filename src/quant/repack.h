@@ -71,7 +71,8 @@ bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols);
 // Writes groups [g0, g1) (rows 16 g0 .. 16 g1 - 1) of the rows16 layout of a GGUF Q8_0, Q4_K, Q5_K or Q6_K matrix: src
 // is the matrix's GGUF bytes (row r at src + r * row_bytes, row_bytes = cols / block columns * block bytes), dst the
 // whole repacked matrix (the same size; group g at dst + g * 16 * row_bytes). Requires rows16_layout_fits
-// (asserted). Thread-safe for disjoint group ranges.
+// (asserted). Thread-safe for disjoint group ranges. Scalar, 4 bytes at a time: the specification of the bytes;
+// kernels::repack_rows16 (quant/kernels/int8_kernels.h) writes the same ones faster, and is what the engine calls.
 void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
                    uint8_t* dst);
 

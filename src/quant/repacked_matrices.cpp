@@ -26,21 +26,23 @@ WeightView RepackedMatrices::add(const WeightView& w) {
   uint8_t* p = util::map_anonymous(n, "repacked weights");
   blocks_.emplace_back(p, Unmap{n});
   ++by_type_[w.type];
-  // Disjoint group ranges, one per thread (repack_rows16 is thread-safe for those); a small matrix takes one.
+  // Disjoint group ranges, one per thread (kernels::repack_rows16 is thread-safe for those); a small matrix takes
+  // one.
   const int64_t groups = w.rows / kRows16;
   // 64 groups of a 2048-column Q4_K matrix are 1.1 MiB, ~1 ms to repack: below that a thread's start would count.
   constexpr int64_t kMinGroupsPerThread = 64;
   const int64_t nt = std::min<int64_t>(threads_, std::max<int64_t>(groups / kMinGroupsPerThread, 1));
   if (nt == 1) {
-    repack_rows16(w.type, w.data, w.row_bytes, w.cols, 0, groups, p);
+    kernels::repack_rows16(w.type, w.data, w.row_bytes, w.cols, 0, groups, p);
   } else {
     std::vector<std::jthread> workers;
     workers.reserve(static_cast<size_t>(nt - 1));
     for (int64_t i = 1; i < nt; ++i) {
-      workers.emplace_back(
-          [&, i] { repack_rows16(w.type, w.data, w.row_bytes, w.cols, groups * i / nt, groups * (i + 1) / nt, p); });
+      workers.emplace_back([&, i] {
+        kernels::repack_rows16(w.type, w.data, w.row_bytes, w.cols, groups * i / nt, groups * (i + 1) / nt, p);
+      });
     }
-    repack_rows16(w.type, w.data, w.row_bytes, w.cols, 0, groups / nt, p);
+    kernels::repack_rows16(w.type, w.data, w.row_bytes, w.cols, 0, groups / nt, p);
   }
   bytes_ += n;
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

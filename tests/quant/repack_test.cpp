@@ -183,6 +183,38 @@ TEST(Rows16, EveryQ6_KByteGoesWhereTheLayoutSays) {
   });
 }
 
+// kernels::repack_rows16 (AVX-512 gathers and stores where this CPU has the rows16 kernels) writes the bytes of the
+// scalar specification, quant::repack_rows16, and nothing else: every type, one block to several, a range of groups
+// that does not start at 0, the destination 64-byte aligned (full-line stores) and not, the source exactly as long
+// as the matrix (under ASan, a read past it fails).
+TEST(Rows16, FastRepackWritesTheSpecificationsBytes) {
+  std::mt19937 rng(13);
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const std::vector<int64_t> widths =
+        type == GgmlType::Q8_0 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 768, 2048};
+    for (const int64_t cols : widths) {
+      constexpr int64_t rows = 48;
+      const std::vector<uint8_t> gguf = random_matrix(type, rows, cols, rng);
+      const size_t rb = row_bytes(type, cols), n = gguf.size();
+      std::vector<uint8_t> want(n, 0xa5);
+      repack_rows16(type, gguf.data(), rb, cols, 1, 3, want.data());
+      for (const size_t misalign : {size_t{0}, size_t{32}, size_t{4}}) {
+        std::vector<uint8_t> buf(n + 64 + misalign, 0xa5);
+        uint8_t* out = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64 + misalign;
+        std::vector<uint8_t> before(buf);
+        kernels::repack_rows16(type, gguf.data(), rb, cols, 1, 3, out);
+        ASSERT_EQ(0, std::memcmp(out, want.data(), n))
+            << type_name(type) << " " << rows << "x" << cols << ", destination 64-byte aligned + " << misalign
+            << ": " << kernels::int8_kernels_name();
+        // Before the matrix and in group 0 (outside the range), and after it, nothing was written.
+        const auto lead = static_cast<size_t>(out - buf.data());
+        ASSERT_EQ(0, std::memcmp(buf.data(), before.data(), lead + 16 * rb));
+        ASSERT_EQ(0, std::memcmp(out + n, before.data() + lead + n, buf.size() - lead - n));
+      }
+    }
+  }
+}
+
 // y from the GGUF bytes and from the repacked ones, same scratch settings: identical bits. `batched`: the tokens
 // are a prompt's (one takes the several-token kernels).
 void expect_same_bits(GgmlType type, int64_t rows, int64_t cols, int64_t n_tok, int threads, std::mt19937& rng,

@@ -20,6 +20,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -32,7 +33,9 @@
 #include "quant/kernels/int8_kernels.h"
 #include "quant/kernels/int8_vnni512-inl.h"
 #include "quant/kernels/int8_rows16-inl.h"  // after int8_vnni512-inl.h, whose DpBusdBcast it takes
+#include "quant/kernels/repack_rows16-inl.h"
 #include "quant/kquant_scales.h"
+#include "quant/repack.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -512,6 +515,17 @@ void MatmulRows16Q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows&
   HWY_ASSERT(false);  // callers check has_rows16_kernel()
 }
 
+bool RepackRows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
+                  uint8_t* dst) {
+#if HWY_TARGET == HWY_AVX3_DL
+  repack16::Groups(type, src, row_bytes, cols, g0, g1, dst);
+  return true;
+#else
+  (void)type, (void)src, (void)row_bytes, (void)cols, (void)g0, (void)g1, (void)dst;
+  return false;
+#endif
+}
+
 int64_t Target() { return HWY_TARGET; }
 
 }  // namespace HWY_NAMESPACE
@@ -528,6 +542,7 @@ HWY_EXPORT(CodeOffset);
 HWY_EXPORT(Target);
 HWY_EXPORT(HasRows16);
 HWY_EXPORT(MatmulRows16Q8);
+HWY_EXPORT(RepackRows16);
 
 namespace {
 
@@ -663,6 +678,15 @@ void matmul_rows16_q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Row
          (x.qt != nullptr ||
           (n_tok == 1 && !x.batched && (type == GgmlType::Q8_0 ? x.quad_bias != nullptr : x.sums != nullptr))));
   HWY_DYNAMIC_DISPATCH(MatmulRows16Q8)(type, w, cols, x, n_tok, y, y_stride, g0, g1);
+}
+
+void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
+                   uint8_t* dst) {
+  assert(g0 <= g1 && rows16_layout_fits(type, kRows16, cols) && row_bytes == quant::row_bytes(type, cols));
+  // The gathers' offsets (int32): row 15's last byte from row 0's.
+  const bool offsets_fit = row_bytes <= static_cast<size_t>(INT32_MAX) / kRows16;
+  if (offsets_fit && HWY_DYNAMIC_DISPATCH(RepackRows16)(type, src, row_bytes, cols, g0, g1, dst)) return;
+  quant::repack_rows16(type, src, row_bytes, cols, g0, g1, dst);
 }
 
 void matmul_rows_q8(GgmlType type, const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, float* y,

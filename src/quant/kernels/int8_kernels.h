@@ -135,6 +135,12 @@ void set_one_stream_rows_for_test(int one);
 // repacked.
 bool has_rows16_kernel(GgmlType t);
 
+// quant::repack_rows16 (quant/repack.h: its contract, and the scalar specification of the bytes), the same bytes:
+// with AVX-512 gathers and full-line stores where the CPU has the rows16 kernels (repack_rows16-inl.h), else the
+// specification itself. Thread-safe for disjoint group ranges.
+void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
+                   uint8_t* dst);
+
 // Fills x.quad_bias for rows 0 .. n_tok - 1 of x: -128 * (q[4i] + q[4i + 1] + q[4i + 2] + q[4i + 3]).
 void quad_biases(const Q8Rows& x, int64_t n_tok);
 
