@@ -26,8 +26,7 @@ WeightView RepackedMatrices::add(const WeightView& w) {
   uint8_t* p = util::map_anonymous(n, "repacked weights");
   blocks_.emplace_back(p, Unmap{n});
   ++by_type_[w.type];
-  // Disjoint group ranges, one per thread (kernels::repack_rows16 is thread-safe for those); a small matrix takes
-  // one.
+  // Disjoint group ranges, one per thread (kernels::repack_rows16 is thread-safe for those); a small matrix: one.
   const int64_t groups = w.rows / kRows16;
   // 64 groups of a 2048-column Q4_K matrix are 1.1 MiB, ~1 ms to repack: below that a thread's start would count.
   constexpr int64_t kMinGroupsPerThread = 64;

@@ -2,6 +2,7 @@
 // projection set to NaN): `run` stops with an error that says the logits went non-finite, instead of crashing or
 // printing tokens picked from NaN. The NaN activations reach the integer kernels' activation quantization, which once
 // read past a block holding a NaN (kernels_test: NonFiniteActivationsMakeTheirBlockNaN).
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>

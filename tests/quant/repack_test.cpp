@@ -185,11 +185,14 @@ TEST(Rows16, EveryQ6_KByteGoesWhereTheLayoutSays) {
 
 // kernels::repack_rows16 (AVX-512 gathers and stores where this CPU has the rows16 kernels) writes the bytes of the
 // scalar specification, quant::repack_rows16, and nothing else: every type, one block to several, a range of groups
-// that does not start at 0, the destination 64-byte aligned (full-line stores) and not, the source exactly as long
-// as the matrix (under ASan, a read past it fails).
+// that does not start at 0, the destination 64-byte aligned (full-line stores) and not. (The gathers' reads are not
+// checked by ASan; repack_rows16-inl.h says why none passes a block's end.)
 TEST(Rows16, FastRepackWritesTheSpecificationsBytes) {
+  if (rows16_types().empty()) {
+    GTEST_SKIP() << "no rows16 kernel on this CPU (" << kernels::int8_kernels_name() << "): the specification runs";
+  }
   std::mt19937 rng(13);
-  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (const GgmlType type : rows16_types()) {
     const std::vector<int64_t> widths =
         type == GgmlType::Q8_0 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 768, 2048};
     for (const int64_t cols : widths) {

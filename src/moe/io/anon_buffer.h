@@ -1,10 +1,10 @@
 // Page-aligned anonymous memory for direct I/O: slots of the expert cache and the dense weights' anonymous copy.
 //
-// Allocated by util::map_anonymous (4096-byte aligned, what O_DIRECT needs; from 2 MiB on, in transparent huge pages
-// where the kernel has them) and returned to the system only when the buffer is destroyed. Pages are committed
-// lazily by the kernel on first write; nothing here decommits them, so a slot reused after eviction costs no page
-// faults. Not thread-safe to move or
-// destroy while reads target it; concurrent writes to disjoint ranges (one read lane per slot region) are fine.
+// Allocated by util::map_anonymous (page-aligned, what O_DIRECT needs; from 2 MiB on, in transparent huge pages where
+// the kernel has them) and returned to the system only when the buffer is destroyed. Pages are committed lazily by
+// the kernel on first write; nothing here decommits them, so a slot reused after eviction costs no page faults.
+// Not thread-safe to move or destroy while reads target it; concurrent writes to disjoint ranges (one read lane per
+// slot region) are fine.
 #pragma once
 
 #include <cstddef>

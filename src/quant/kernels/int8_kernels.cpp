@@ -475,8 +475,8 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
         continue;
       }
       int64_t j = 0;
-      while (std::fabs(xb[j]) != amax) ++j;  // the first element of largest magnitude, as ggml's scan keeps
-      assert(j < blk);
+      // The first element of largest magnitude, as ggml's scan keeps; in a finite block (above) the scan finds it.
+      while (std::fabs(xb[j]) != amax) ++j;
       scale = -127.0f / xb[j];
       d[b] = 1.0f / scale;
     }

@@ -99,7 +99,8 @@ void interleave_q8_tokens(const Q8Rows& x, int64_t n_tok);
 // can be filled by several threads, each once its tokens are quantized.
 void interleave_q8_tiles(const Q8Rows& x, int64_t n_tok, int64_t g0, int64_t g1);
 
-// Quantizes row `tok` of x ([.., cols], cols a multiple of q8_block) into row `tok` of out.
+// Quantizes row `tok` of x ([.., cols], cols a multiple of q8_block) into row `tok` of out. A block holding a NaN or
+// infinite element gets scale NaN and codes 0, so every product with it is NaN.
 void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out);
 
 // The integer kernels this CPU runs, for logs and test output: "NEON + sdot + smmla" or "NEON + sdot" on Arm

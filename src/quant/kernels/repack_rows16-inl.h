@@ -2,9 +2,12 @@
 // same bytes as the scalar specification, repack_rows16, which moves 4 bytes at a time from one row to one lane.
 // Here each 64-byte vector of a group's block is one gather of the 16 rows' dwords at the same place (vpgatherdd,
 // row r's at r * row_bytes from row 0's) and one store, full-line and non-temporal where the vector starts a cache
-// line (the copy's fresh pages are not read for ownership first), with the next blocks of the 16 rows asked for ahead
-// (16 streams at once, more than the hardware prefetcher follows). The fp16 scales (Q8_0's and Q6_K's d) are
-// gathered as dwords and narrowed (vpmovdw) into their 32 bytes. Measured in docs/design.md ("Repack").
+// line (the copy's fresh pages are not read for ownership first), with the next group's rows (one contiguous span)
+// asked for while this group is written: its 16 rows read side by side are 16 streams, more than the hardware
+// prefetcher follows. The fp16 scales (Q8_0's and Q6_K's d) are gathered as dwords and narrowed (vpmovdw) into their
+// 32 bytes. Gathers measured on Zen 4 only: on Intel CPUs with the Gather Data Sampling mitigation in their microcode
+// they are far slower, and the scalar specification may be the faster there (not measured). Measured in
+// docs/design.md ("Repack").
 // Included by int8_kernels.cpp inside its per-target namespace.
 #if defined(MOETIER_QUANT_KERNELS_REPACK_ROWS16_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOETIER_QUANT_KERNELS_REPACK_ROWS16_INL_H_
@@ -13,6 +16,7 @@
 #define MOETIER_QUANT_KERNELS_REPACK_ROWS16_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -34,7 +38,9 @@ class GroupBlock {
  public:
   // row0: row 0's GGUF block; lanes: r * row_bytes in lane r.
   GroupBlock(const uint8_t* row0, __m512i lanes, uint8_t* out) : row0_(row0), lanes_(lanes), out_(out) {}
-  // The vector at byte `at` of the block: dword `src` (a byte offset) of each row's block, each byte XOR `flip`.
+  // The vector at byte `at` of the block: dword `src` (a byte offset) of each row's block, each byte XOR `flip`. Every
+  // dword read here and in Halves lies within its row's block (the last ones: Q8_0's bytes 30-33 of 34, Q6_K's 206-209
+  // of 210), so nothing past the matrix is read.
   HWY_INLINE void Dwords(size_t at, size_t src, uint8_t flip = 0) const {
     __m512i v = _mm512_i32gather_epi32(lanes_, row0_ + src, 1);
     if (flip != 0) v = _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(flip)));
@@ -112,8 +118,8 @@ HWY_INLINE void Groups(GgmlType type, const uint8_t* src, size_t row_bytes, int6
     uint8_t* out = dst + static_cast<size_t>(g) * group_bytes;
     for (int64_t b = 0; b < nb; ++b) {
       if (g + 1 < g1) {
-        const uint8_t* next = rows + group_bytes + static_cast<size_t>(b) * share;
-        for (size_t off = 0; off < share; off += 64) hwy::Prefetch(next + off);
+        const size_t end = std::min(group_bytes, static_cast<size_t>(b + 1) * share);
+        for (size_t off = static_cast<size_t>(b) * share; off < end; off += 64) hwy::Prefetch(rows + group_bytes + off);
       }
       const GroupBlock o(rows + static_cast<size_t>(b) * block, lanes, out + static_cast<size_t>(b) * kRows16 * block);
       switch (type) {
