@@ -65,6 +65,8 @@ fi
 # qemu-user (7.2) does not emulate io_uring's system calls: the read engine's io_uring cases then check the
 # fallback to the pread pool that a refused ring takes (tests/stream/io_test.cpp).
 export MOETIER_TEST_NO_IO_URING=1
+# qemu-user takes madvise(MADV_HUGEPAGE) without passing it to the kernel: no "hg" flag to find in smaps.
+export MOETIER_TEST_NO_THP_ADVICE=1
 
 jobs=$(nproc)
 echo "== aarch64 cross build (preset arm64)"
