@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -14,7 +13,7 @@
 
 #include "cli/run_cli.h"
 #include "gguf/gguf.h"
-#include "gguf/writer.h"
+#include "model/model_rewrite.h"
 #include "quant/blocks.h"
 #include "test_support.h"
 
@@ -23,25 +22,16 @@ namespace {
 
 // tiny-qwen3moe-Q4_K_M with the d of blk.0.attn_q.weight's first Q4_K block set to NaN.
 std::filesystem::path nan_weights_model() {
-  const gguf::GgufModel src = gguf::GgufModel::open(oracle_model("tiny-qwen3moe-Q4_K_M"));
-  const std::filesystem::path out = tmp_dir("damaged_weights") / "nan-attn-q.gguf";
-  gguf::GgufWriter w(out);
-  w.set_metadata(src.metadata());
-  for (const auto& t : src.tensors()) {
-    w.add_tensor({t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)});
-  }
   bool edited = false;
-  for (const auto& t : src.tensors()) {
-    std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
-    if (t.name == "blk.0.attn_q.weight") {
-      EXPECT_EQ(t.type, quant::GgmlType::Q4_K);
-      const uint16_t nan = 0x7e00;  // fp16 quiet NaN
-      std::memcpy(bytes.data() + offsetof(quant::BlockQ4_K, d), &nan, 2);
-      edited = true;
-    }
-    w.write_tensor_data(std::span<const uint8_t>(bytes));
-  }
-  w.finish();
+  const std::filesystem::path out = rewrite_model(
+      oracle_model("tiny-qwen3moe-Q4_K_M"), "damaged_weights", "nan-attn-q.gguf", [](gguf::Metadata&) {}, "",
+      [&](const gguf::TensorInfo& t, std::vector<uint8_t>& bytes) {
+        if (t.name != "blk.0.attn_q.weight") return;
+        EXPECT_EQ(t.type, quant::GgmlType::Q4_K);
+        const uint16_t nan = 0x7e00;  // fp16 quiet NaN
+        std::memcpy(bytes.data() + offsetof(quant::BlockQ4_K, d), &nan, 2);
+        edited = true;
+      });
   EXPECT_TRUE(edited) << "no blk.0.attn_q.weight in the model";
   return out;
 }

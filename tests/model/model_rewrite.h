@@ -19,11 +19,12 @@
 namespace moetier::test {
 
 // Writes `src` to tmp_dir(`folder`)/`out_name` with `edit_md` applied to the metadata and, for the tensor named
-// `shrink` (if any), only half of its rows declared and written.
-inline std::filesystem::path rewrite_model(const std::filesystem::path& src_path, const std::string& folder,
-                                           const std::string& out_name,
-                                           const std::function<void(gguf::Metadata&)>& edit_md,
-                                           const std::string& shrink = "") {
+// `shrink` (if any), only half of its rows declared and written. `edit_data` (if given) may change a tensor's bytes
+// (a copy of them) before they are written.
+inline std::filesystem::path rewrite_model(
+    const std::filesystem::path& src_path, const std::string& folder, const std::string& out_name,
+    const std::function<void(gguf::Metadata&)>& edit_md, const std::string& shrink = "",
+    const std::function<void(const gguf::TensorInfo&, std::vector<uint8_t>&)>& edit_data = {}) {
   const gguf::GgufModel src = gguf::GgufModel::open(src_path);
   const std::filesystem::path out = tmp_dir(folder) / out_name;
   gguf::GgufWriter w(out);
@@ -37,7 +38,13 @@ inline std::filesystem::path rewrite_model(const std::filesystem::path& src_path
   }
   for (const auto& t : src.tensors()) {
     const uint64_t n = t.name == shrink ? t.n_bytes / 2 : t.n_bytes;
-    w.write_tensor_data(std::span<const uint8_t>(t.data, n));
+    if (edit_data) {
+      std::vector<uint8_t> bytes(t.data, t.data + n);
+      edit_data(t, bytes);
+      w.write_tensor_data(std::span<const uint8_t>(bytes));
+    } else {
+      w.write_tensor_data(std::span<const uint8_t>(t.data, n));
+    }
   }
   w.finish();
   return out;
