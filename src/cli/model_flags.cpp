@@ -47,11 +47,13 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "model's experts per layer)")
       ->transform(whole<int64_t>(1));
   cmd.add_flag("--no-repack", no_repack,
-               "keep the Q8_0 and Q4_K-Q6_K matrices (dense, and resident routed experts) as the file stores them "
-               "instead of a copy repacked for the AVX512-VNNI kernels (the same results, slower; as llama.cpp)");
+               "keep the Q8_0 and Q4_K-Q6_K matrices (dense, resident routed experts, streamed experts in the "
+               "cache) as the file stores them instead of repacked for the AVX512-VNNI kernels (the same results, "
+               "slower; as llama.cpp)");
   cmd.add_flag("--no-repack-experts", no_repack_experts,
                "repack only the dense matrices: keep the resident routed experts mapped as the file stores them "
-               "(loads faster; they are repacked only where the model fits in RAM anyway)");
+               "(loads faster; they are repacked only where the model fits in RAM anyway) and streamed experts "
+               "in the cache as read");
   const char* gg = "GPU (Vulkan)";
   cmd.add_option("--n-gpu-layers,--gpu-layers", n_gpu_layers,
                  "-ngl: blocks on the GPU, counted from the last block (as llama.cpp); more than the model's "

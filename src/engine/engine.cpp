@@ -209,7 +209,10 @@ std::unique_ptr<Engine> load_engine(const EngineConfig& given) {
   if (!cfg.repack) {
     e->repack_ = "off (--no-repack)";
   } else if (e->stream_ != nullptr) {
-    e->repack_ = "off: the experts stream, and the dense weights are held as --dense-weights says";
+    e->repack_ = e->stream_->packs()
+                     ? "the routed experts in their cache slots (see expert store); the dense weights are held as "
+                       "--dense-weights says"
+                     : "off: the experts stream, and the dense weights are held as --dense-weights says";
   }
   opts.repack = e->repack_.empty();
   // Resident experts are repacked too, but only where the whole model fits in RAM: the copy is memory the kernel

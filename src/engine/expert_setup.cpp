@@ -137,6 +137,10 @@ ExpertSetup setup_experts(const gguf::GgufModel& file, const moe::ExpertLayout& 
   }
   so.direct = cfg.direct_io;
   so.n_expert_used = n_expert_used;
+  // As the model repacks resident experts (model::ModelOptions::repack_experts): only where the CPU's integer
+  // kernels compute every product (the GPU reads the file's layout; exact activations take the float kernels).
+  so.pack_rows16 = cfg.repack && cfg.repack_experts && cfg.n_gpu_layers == 0 &&
+                   cfg.rounding == quant::ActivationRounding::match_ggml;
   so.log = later_log(cfg);  // the store's own lines (I/O fallbacks), also during the run
   // One cache slot's bytes, which the auto budget and the adaptive rule count in (the store's own layout).
   const uint64_t slot_bytes = !cfg.cache_mib || is_adaptive(cfg) ? moe::ExpertStore(file).slot_bytes() : 0;

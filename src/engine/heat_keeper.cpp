@@ -132,10 +132,13 @@ HeatKeeper::HeatKeeper(moe::StreamingExperts& stream, const gguf::GgufModel& fil
     return;
   }
   const double mib = static_cast<double>(w.bytes) / kMiB;
+  const double read_s = w.seconds - w.pack_seconds;
   log("cache warm", fmt::format("{} of the {} experts the profile {} ({} decode tokens) counts, {:.1f} MiB read "
-                                "in file order in {:.2f} s ({:.0f} MiB/s)",
-                                w.experts, hot.size(), from.string(), profile->decode_tokens(), mib, w.seconds,
-                                w.seconds > 0 ? mib / w.seconds : 0.0));
+                                "in file order in {:.2f} s ({:.0f} MiB/s){}",
+                                w.experts, hot.size(), from.string(), profile->decode_tokens(), mib, read_s,
+                                read_s > 0 ? mib / read_s : 0.0,
+                                w.packed > 0 ? fmt::format(", repacked in their slots in {:.2f} s", w.pack_seconds)
+                                             : std::string()));
 }
 
 void HeatKeeper::maybe_save() {

@@ -1,10 +1,13 @@
 #include "moe/expert_store.h"
 
 #include <algorithm>
+#include <cassert>
+#include <cstring>
 #include <string_view>
 
 #include "moe/io/anon_buffer.h"
 #include "quant/ggml_type.h"
+#include "quant/kernels/int8_kernels.h"
 #include "util/error.h"
 
 namespace moetier::moe {
@@ -82,6 +85,17 @@ ExpertStore::ExpertStore(const gguf::GgufModel& model) : model_(model), layout_(
       l.roles.push_back(static_cast<Role>(role));
       l.tensors.push_back(t);
       l.region.push_back(at);
+      // A packing matrix: gate, up and the merged gate_up's halves are [n_ff, n_embd], down [n_embd, n_ff].
+      const bool down = role == static_cast<int>(Role::down);
+      const int64_t rows = down ? D : F, cols = down ? F : D;
+      const bool packs = !is_bias && quant::rows16_layout_fits(t->type, rows, cols) &&
+                         quant::kernels::has_rows16_kernel(t->type);
+      l.packs.push_back(packs ? 1 : 0);
+      n_weight_slices_ += is_bias ? 0 : 1;
+      n_packing_ += packs ? 1 : 0;
+      if (packs) {
+        pack_scratch_ = std::max(pack_scratch_, static_cast<size_t>(quant::kRows16) * quant::row_bytes(t->type, cols));
+      }
       at += io::round_up(t->n_bytes / static_cast<uint64_t>(E) + io::kPage - 1, io::kPage);
     }
     const unsigned gate_up_bits = merged ? 1u << kGateUp : 3u;  // gate_up, or gate and up
@@ -125,25 +139,73 @@ SliceRead ExpertStore::slice_read(int64_t layer, int32_t expert, int s) const {
   return r;
 }
 
-ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* slot) const {
+int64_t ExpertStore::pack_groups(int64_t layer, int s) const {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  if (l.packs[static_cast<size_t>(s)] == 0) return 0;
+  const gguf::TensorInfo* t = l.tensors[static_cast<size_t>(s)];
+  return static_cast<int64_t>(t->n_bytes / static_cast<uint64_t>(shape_.n_expert) / pack_group_bytes(layer, s));
+}
+
+size_t ExpertStore::pack_group_bytes(int64_t layer, int s) const {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  const int64_t cols = l.roles[static_cast<size_t>(s)] == Role::down ? shape_.n_ff : shape_.n_embd;
+  return static_cast<size_t>(quant::kRows16) * quant::row_bytes(l.tensors[static_cast<size_t>(s)]->type, cols);
+}
+
+void ExpertStore::pack_rows16(int64_t layer, int32_t expert, uint8_t* slot, int s, int64_t g0, int64_t g1,
+                              uint8_t* scratch) const {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  const auto si = static_cast<size_t>(s);
+  assert(l.packs[si] != 0 && 0 <= g0 && g0 <= g1 && g1 <= pack_groups(layer, s));
+  const gguf::TensorInfo* t = l.tensors[si];
+  const int64_t cols = l.roles[si] == Role::down ? shape_.n_ff : shape_.n_embd;
+  const size_t rb = quant::row_bytes(t->type, cols);
+  const size_t group = static_cast<size_t>(quant::kRows16) * rb;
+  const uint64_t per = t->n_bytes / static_cast<uint64_t>(shape_.n_expert);
+  const uint64_t off = t->file_offset + per * static_cast<uint64_t>(expert);
+  uint8_t* to = slot + l.region[si];
+  const uint8_t* from = to + (off - io::round_down(off, io::kPage));
+  assert(group <= pack_scratch_);
+  for (auto g = static_cast<uint64_t>(g0); g < static_cast<uint64_t>(g1); ++g) {
+    std::memcpy(scratch, from + g * group, group);
+    quant::kernels::repack_rows16(t->type, scratch, rb, cols, 0, 1, to + g * group);
+  }
+}
+
+uint64_t ExpertStore::pack_rows16(int64_t layer, int32_t expert, uint8_t* slot, uint8_t* scratch) const {
+  uint64_t packed = 0;
+  for (int s = 0; s < n_slices(layer); ++s) {
+    const int64_t n = pack_groups(layer, s);
+    if (n == 0) continue;
+    pack_rows16(layer, expert, slot, s, 0, n, scratch);
+    packed += static_cast<uint64_t>(n) * pack_group_bytes(layer, s);
+  }
+  return packed;
+}
+
+ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* slot, quant::WeightLayout layout) const {
   const Layer& l = layers_[static_cast<size_t>(layer)];
   const int64_t D = shape_.n_embd, F = shape_.n_ff;
+  const bool rows16 = layout == quant::WeightLayout::rows16;
   ExpertWeights w;
   for (size_t s = 0; s < l.roles.size(); ++s) {
     const gguf::TensorInfo* t = l.tensors[s];
     const uint64_t per = t->n_bytes / static_cast<uint64_t>(shape_.n_expert);
     const uint64_t off = t->file_offset + per * static_cast<uint64_t>(expert);
-    const uint8_t* p = slot + l.region[s] + (off - io::round_down(off, io::kPage));
+    const bool packed = rows16 && l.packs[s] != 0;
+    const uint8_t* p = slot + l.region[s] + (packed ? 0 : off - io::round_down(off, io::kPage));
+    const quant::WeightLayout lay = packed ? quant::WeightLayout::rows16 : quant::WeightLayout::gguf;
+    const auto matrix = [&](const uint8_t* at, int64_t rows, int64_t cols) {
+      return quant::WeightView{t->type, at, rows, cols, quant::row_bytes(t->type, cols), quant::Memory::host, lay};
+    };
     switch (l.roles[s]) {
-      case Role::gate: w.gate = {t->type, p, F, D, quant::row_bytes(t->type, D)}; break;
-      case Role::up: w.up = {t->type, p, F, D, quant::row_bytes(t->type, D)}; break;
-      case Role::gate_up: {
-        const size_t rb = quant::row_bytes(t->type, D);
-        w.gate = {t->type, p, F, D, rb};
-        w.up = {t->type, p + static_cast<size_t>(F) * rb, F, D, rb};
+      case Role::gate: w.gate = matrix(p, F, D); break;
+      case Role::up: w.up = matrix(p, F, D); break;
+      case Role::gate_up:
+        w.gate = matrix(p, F, D);
+        w.up = matrix(p + static_cast<size_t>(F) * quant::row_bytes(t->type, D), F, D);
         break;
-      }
-      case Role::down: w.down = {t->type, p, D, F, quant::row_bytes(t->type, F)}; break;
+      case Role::down: w.down = matrix(p, D, F); break;
       // Biases are F32 at 4-byte aligned file offsets, so the in-window pointer is float-aligned.
       case Role::gate_bias: w.gate_bias = reinterpret_cast<const float*>(p); break;
       case Role::up_bias: w.up_bias = reinterpret_cast<const float*>(p); break;

@@ -10,9 +10,16 @@
 // every expert of a layer (their sizes depend only on the per-expert slice bytes), so a slot holds any expert of any
 // layer once it is slot_bytes() large.
 //
+// Repacked in the slot (pack_rows16): a cached expert's matrices of a type with a rows16 kernel on this CPU
+// (quant/repack.h; Q8_0, Q4_K, Q5_K and Q6_K with AVX512-VNNI) can be rewritten in place, group of 16 rows by
+// group, into the rows16 layout, which then starts at the slice's region (page-aligned) instead of inside the
+// read window. view(..., rows16) views them there. The kernels give the GGUF layout's results bit for bit, so a
+// packed expert computes the same products faster where the kernels, not memory, bound them.
+//
 // Thread-safety: immutable after construction.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +28,7 @@
 #include "moe/expert_layout.h"
 #include "moe/expert_source.h"
 #include "moe/io/read_engine.h"
+#include "quant/repack.h"
 
 namespace moetier::moe {
 
@@ -55,8 +63,39 @@ class ExpertStore {
 
   // The read of slice `s` of (layer, expert).
   SliceRead slice_read(int64_t layer, int32_t expert, int s) const;
-  // Views of (layer, expert) in a slot that its slices were read into.
-  ExpertWeights view(int64_t layer, int32_t expert, const uint8_t* slot) const;
+  // Views of (layer, expert) in a slot that its slices were read into (gguf) or that pack_rows16 then rewrote
+  // (rows16: the packed matrices as WeightLayout::rows16, the rest as read).
+  ExpertWeights view(int64_t layer, int32_t expert, const uint8_t* slot,
+                     quant::WeightLayout layout = quant::WeightLayout::gguf) const;
+
+  // Whether slice s of `layer` is a matrix that pack_rows16 rewrites: a weight (not a bias) of a type with a
+  // rows16 kernel on this CPU (kernels::has_rows16_kernel) whose matrices have whole groups of 16 rows (the merged
+  // gate_up: n_ff a multiple of 16, so that gate and up stay apart).
+  bool packs(int64_t layer, int s) const { return layers_[static_cast<size_t>(layer)].packs[static_cast<size_t>(s)]; }
+  // Whether some slice of `layer` packs.
+  bool layer_packs(int64_t layer) const {
+    const auto& p = layers_[static_cast<size_t>(layer)].packs;
+    return std::find(p.begin(), p.end(), 1) != p.end();
+  }
+  // Weight slices (one per stacked weight tensor of each MoE layer) that pack, and all of them.
+  int64_t packing_slices() const { return n_packing_; }
+  int64_t weight_slices() const { return n_weight_slices_; }
+  // Bytes of scratch pack_rows16 needs: one group (16 rows) of the widest packing matrix; 0 when nothing packs.
+  size_t pack_scratch_bytes() const { return pack_scratch_; }
+  // Groups of 16 rows in slice s of `layer` when it packs (a merged gate_up's two matrices together), else 0; and the
+  // bytes of one.
+  int64_t pack_groups(int64_t layer, int s) const;
+  size_t pack_group_bytes(int64_t layer, int s) const;
+  // Rewrites, in place, groups [g0, g1) of packing slice s (packs()) of (layer, expert) in `slot`, whose reads have
+  // all landed, into the rows16 layout at the slice's region start: each group of 16 rows is copied to `scratch`
+  // (pack_scratch_bytes() bytes) and repacked from there (kernels::repack_rows16). Calls must cover the slice's
+  // groups in ascending order: a group's new bytes start at most the window's skip below its old ones, so they
+  // overwrite only groups already copied. Once every group of every packing slice is done, the slot's GGUF bytes
+  // are gone: only view(..., rows16) reads it.
+  void pack_rows16(int64_t layer, int32_t expert, uint8_t* slot, int s, int64_t g0, int64_t g1,
+                   uint8_t* scratch) const;
+  // Every group of every packing slice of (layer, expert); returns the bytes rewritten.
+  uint64_t pack_rows16(int64_t layer, int32_t expert, uint8_t* slot, uint8_t* scratch) const;
 
  private:
   enum class Role : uint8_t { gate, up, down, gate_bias, up_bias, down_bias, gate_up };
@@ -64,6 +103,7 @@ class ExpertStore {
     std::vector<Role> roles;                        // one per slice, file order
     std::vector<const gguf::TensorInfo*> tensors;   // the stacked tensors, file order
     std::vector<uint64_t> region;                   // offset of each slice's region in a slot
+    std::vector<uint8_t> packs;                     // 1 where the slice packs (packs())
     uint64_t expert_bytes = 0;
   };
   const gguf::GgufModel& model_;
@@ -71,6 +111,9 @@ class ExpertStore {
   ExpertShape shape_;
   std::vector<Layer> layers_;  // [n_moe_layers]
   uint64_t slot_bytes_ = 0;
+  int64_t n_packing_ = 0;        // weight slices that pack, all layers
+  int64_t n_weight_slices_ = 0;  // weight slices, all layers
+  size_t pack_scratch_ = 0;
 };
 
 }  // namespace moetier::moe

@@ -27,6 +27,10 @@ struct StreamCounters {
   uint64_t ahead_reads = 0;
   uint64_t ahead_used = 0;
   uint64_t ahead_bytes = 0;
+  // Repacking in the slots (StreamingOptions::pack_rows16): experts rewritten into the rows16 layout (in prefill's
+  // read waits, or finished for a hit on the one under way) and the time it took (milliseconds; also in mgmt_ms).
+  uint64_t packed = 0;
+  double pack_ms = 0.0;
 
   StreamCounters& operator+=(const StreamCounters& o) {
     hits += o.hits;
@@ -44,6 +48,8 @@ struct StreamCounters {
     ahead_reads += o.ahead_reads;
     ahead_used += o.ahead_used;
     ahead_bytes += o.ahead_bytes;
+    packed += o.packed;
+    pack_ms += o.pack_ms;
     return *this;
   }
   // The counts since `o` was taken, when *this is a later snapshot of the same counters (a step's delta).
@@ -63,6 +69,8 @@ struct StreamCounters {
     ahead_reads -= o.ahead_reads;
     ahead_used -= o.ahead_used;
     ahead_bytes -= o.ahead_bytes;
+    packed -= o.packed;
+    pack_ms -= o.pack_ms;
     return *this;
   }
   friend StreamCounters operator-(StreamCounters a, const StreamCounters& b) { return a -= b; }

@@ -48,6 +48,7 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
   if (opts.lanes < 1) fail("read lanes must be at least 1, got {}", opts.lanes);
   if (opts.working_slots < 0) fail("working slots must be at least 1, got {}", opts.working_slots);
   if (opts.ahead_slots < 0) fail("ahead slots must be at least 0, got {}", opts.ahead_slots);
+  if (opts.pack_step_bytes == 0) fail("a step of packing in the slots must be at least 1 byte, got 0");
   if (opts.n_expert_used < 0 || opts.n_expert_used > sh.n_expert) {
     fail("{}: n_expert_used {} is out of range, expected 0..{} (0: the file's expert_used_count)",
          model.path().string(), opts.n_expert_used, sh.n_expert);
@@ -107,6 +108,13 @@ StreamingExperts::StreamingExperts(const gguf::GgufModel& model, const Streaming
   plan_.load.reserve(static_cast<size_t>(n_cache));
   plan_.evict.reserve(static_cast<size_t>(n_cache));
   heat_ = HeatProfile(heat_model(model, sh));
+  form_.assign(n_keys, Form::none);
+  packing_ = opts.pack_rows16 && n_cache > 0 && store_.packing_slices() > 0;
+  if (packing_) {
+    pack_queue_.resize(n_keys);
+    pack_queued_.assign(n_keys, 0);
+    pack_scratch_.resize(store_.pack_scratch_bytes());
+  }
 }
 
 StreamingExperts::~StreamingExperts() { drain(); }
@@ -126,6 +134,7 @@ void StreamingExperts::start_job(int64_t layer, int32_t expert, uint8_t* slot, i
   job.slot = slot;
   job.working = working;
   job.ahead = -1;
+  job.retained = working < 0;
   job.remaining = store_.n_slices(layer);
   fg_outstanding_ += static_cast<size_t>(job.remaining);
   const size_t k = key(layer, expert);
@@ -210,6 +219,20 @@ StreamingExperts::WarmStart StreamingExperts::warm(std::span<const ExpertKey> ho
   }
   if (!error_.empty()) fail("{}", error_);
   w.experts = static_cast<int64_t>(keys.size());
+  if (packing_) {
+    const auto tp = Clock::now();
+    for (const ExpertKey& k : keys) {
+      const size_t kk = key(k.layer, k.expert);
+      form_[kk] = Form::gguf;
+      if (!store_.layer_packs(k.layer)) continue;
+      store_.pack_rows16(k.layer, k.expert, arena_.slot(slot_of_[kk]), pack_scratch_.data());
+      form_[kk] = Form::rows16;
+      ++w.packed;
+    }
+    w.pack_seconds = ms_since(tp) / 1000.0;
+  } else {
+    for (const ExpertKey& k : keys) form_[key(k.layer, k.expert)] = Form::gguf;
+  }
   w.seconds = ms_since(t0) / 1000.0;
   return w;
 }
@@ -266,10 +289,8 @@ void StreamingExperts::plan_fetch(int64_t layer, std::span<const int32_t> expert
     policy_->access(static_cast<int32_t>(layer), experts, phase_, access_);
     for (size_t i = 0; i < experts.size(); ++i) last_hit_[key(layer, experts[i])] = access_.hit[i];
     for (const ExpertKey& k : access_.evicted) {
-      int32_t& s = slot_of_[key(k.layer, k.expert)];
-      assert(s >= 0 && "the policy evicted an entry that has no slot");
-      free_slots_.push_back(s);
-      s = -1;
+      assert(slot_of_[key(k.layer, k.expert)] >= 0 && "the policy evicted an entry that has no slot");
+      free_slot(key(k.layer, k.expert));
     }
     totals_.evictions += access_.evicted.size();
     totals_.hits += static_cast<uint64_t>(access_.hits);
@@ -293,7 +314,7 @@ void StreamingExperts::plan_fetch(int64_t layer, std::span<const int32_t> expert
       if (retained) {
         hits_[n_hits_++] = e;
       } else {  // used once and not kept: delivered before any read can reuse the slot given up here
-        once_[n_once_++] = Once{e, slot_of_[k]};
+        once_[n_once_++] = Once{e, slot_of_[k], settled_layout(k)};
         free_slot(k);
       }
       continue;
@@ -348,6 +369,7 @@ void StreamingExperts::take_ahead(int64_t layer, int32_t expert, size_t i, bool 
   job.expert = expert;
   job.slot = a.dst;
   job.working = -1;
+  job.retained = retained;
   job.ahead = static_cast<int32_t>(i);
   job.remaining = a.in_flight + (a.n_slices - a.next_slice);  // the unsubmitted slices go out with issue_reads
   a.job = static_cast<int32_t>(j);
@@ -479,7 +501,8 @@ double StreamingExperts::take_in_flight_swaps(int64_t layer, std::span<const int
 // nothing more and throws.
 void StreamingExperts::deliver_fetch(int64_t layer, ExpertConsumer& consumer) {
   for (size_t i = 0; i < n_once_; ++i) {
-    consumer.on_expert(once_[i].expert, store_.view(layer, once_[i].expert, arena_.slot(once_[i].slot)));
+    consumer.on_expert(once_[i].expert,
+                       store_.view(layer, once_[i].expert, arena_.slot(once_[i].slot), once_[i].layout));
   }
   issue_reads(layer);
   bool hits_delivered = false;
@@ -489,9 +512,18 @@ void StreamingExperts::deliver_fetch(int64_t layer, ExpertConsumer& consumer) {
     deliver_ready(layer, consumer);  // reads ahead that landed before this fetch, while its own reads run
   }
   while (fg_outstanding_ > 0) {
-    const auto tw = Clock::now();
-    const io::ReadDone d = engine_->wait();
-    totals_.stall_ms += ms_since(tw);
+    io::ReadDone d;
+    bool got = false;
+    // Nothing landed: a step of packing rather than block, then look again (prefill only: see the header).
+    while (opts_.pack_at_fetch_end == 0 && phase_ == Phase::prefill && (pack_n_ > 0 || packing_key_ >= 0) &&
+           !(got = engine_->try_wait(d))) {
+      pack_step();
+    }
+    if (!got) {
+      const auto tw = Clock::now();
+      d = engine_->wait();
+      totals_.stall_ms += ms_since(tw);
+    }
     on_read(layer, d);
     if (opts_.overlap) {
       // Whatever else has landed meanwhile joins the batch.
@@ -510,6 +542,8 @@ void StreamingExperts::deliver_fetch(int64_t layer, ExpertConsumer& consumer) {
   if (!error_.empty()) fail("{}", error_);
   if (!hits_delivered) deliver_hits(layer, consumer);
   deliver_ready(layer, consumer);  // reads ahead that had landed before this fetch, when nothing else was read
+  for (int i = 0; i != opts_.pack_at_fetch_end && pack_step(); ++i) {  // -1: until none waits
+  }
 }
 
 // Every miss's read at once: the retained ones into their cache slots, then the others into working slots while
@@ -532,7 +566,9 @@ void StreamingExperts::deliver_hits(int64_t layer, ExpertConsumer& consumer) {
   if (n_hits_ == 0) return;
   for (size_t i = 0; i < n_hits_; ++i) {
     const int32_t e = hits_[i];
-    batch_[i] = store_.view(layer, e, arena_.slot(slot_of_[key(layer, e)]));
+    const size_t k = key(layer, e);
+    batch_[i] = store_.view(layer, e, arena_.slot(slot_of_[k]), settled_layout(k));
+    if (form_[k] == Form::gguf) queue_pack(k);  // used again: worth its packing
   }
   consumer.on_experts(std::span<const int32_t>(hits_.data(), n_hits_),
                       std::span<const ExpertWeights>(batch_.data(), n_hits_));
@@ -569,9 +605,10 @@ void StreamingExperts::deliver_ready(int64_t layer, ExpertConsumer& consumer) {
   const size_t n = n_ready_;
   n_ready_ = 0;
   for (size_t i = 0; i < n; ++i) {
-    const Job& landed = jobs_[static_cast<size_t>(ready_[i])];
-    batch_ids_[i] = landed.expert;
-    batch_[i] = store_.view(layer, landed.expert, landed.slot);
+    const Job& job = jobs_[static_cast<size_t>(ready_[i])];
+    if (job.retained) form_[key(layer, job.expert)] = Form::gguf;
+    batch_ids_[i] = job.expert;
+    batch_[i] = store_.view(layer, job.expert, job.slot);  // as read: it has not waited for packing yet
   }
   if (n > 0) {
     consumer.on_experts(std::span<const int32_t>(batch_ids_.data(), n),
@@ -618,6 +655,66 @@ StreamCounters StreamingExperts::end_step() {
 void StreamingExperts::free_slot(size_t k) {
   free_slots_.push_back(slot_of_[k]);
   slot_of_[k] = -1;
+  if (packing_key_ == static_cast<int64_t>(k)) packing_key_ = -1;  // half packed: abandoned with the slot
+  form_[k] = Form::none;  // a queued entry for it is skipped when its turn comes
+}
+
+void StreamingExperts::queue_pack(size_t k) {
+  if (!packing_ || pack_queued_[k] != 0) return;  // queued already: one entry serves (it checks the form)
+  if (!store_.layer_packs(static_cast<int64_t>(k) / store_.shape().n_expert)) return;  // nothing in it packs
+  pack_queued_[k] = 1;
+  pack_queue_[(pack_head_ + pack_n_++) % pack_queue_.size()] = static_cast<int32_t>(k);
+}
+
+bool StreamingExperts::pack_step() {
+  const auto n_expert = static_cast<size_t>(store_.shape().n_expert);
+  if (packing_key_ < 0) {
+    while (pack_n_ > 0 && packing_key_ < 0) {
+      const auto k = static_cast<size_t>(pack_queue_[pack_head_]);
+      pack_head_ = (pack_head_ + 1) % pack_queue_.size();
+      --pack_n_;
+      pack_queued_[k] = 0;
+      if (form_[k] != Form::gguf) continue;  // evicted (or packed) since it was queued
+      assert(slot_of_[k] >= 0 && swaps_.state(k) != SwapState::in_flight);
+      packing_key_ = static_cast<int64_t>(k);
+      form_[k] = Form::packing;
+      pack_slice_ = 0;
+      pack_group_ = 0;
+    }
+    if (packing_key_ < 0) return false;
+  }
+  const auto t0 = Clock::now();
+  const auto k = static_cast<size_t>(packing_key_);
+  const auto layer = static_cast<int64_t>(k / n_expert);
+  const auto expert = static_cast<int32_t>(k % n_expert);
+  uint8_t* slot = arena_.slot(slot_of_[k]);
+  for (size_t budget = opts_.pack_step_bytes; budget > 0 && pack_slice_ < store_.n_slices(layer);) {
+    const int64_t n = store_.pack_groups(layer, pack_slice_);
+    if (pack_group_ == n) {
+      ++pack_slice_;
+      pack_group_ = 0;
+      continue;
+    }
+    const size_t group = store_.pack_group_bytes(layer, pack_slice_);
+    const int64_t g1 = std::min<int64_t>(n, pack_group_ + static_cast<int64_t>(std::max<size_t>(budget / group, 1)));
+    store_.pack_rows16(layer, expert, slot, pack_slice_, pack_group_, g1, pack_scratch_.data());
+    budget -= std::min(budget, static_cast<size_t>(g1 - pack_group_) * group);
+    pack_group_ = g1;
+  }
+  if (pack_slice_ == store_.n_slices(layer)) {
+    form_[k] = Form::rows16;
+    packing_key_ = -1;
+    ++totals_.packed;
+  }
+  const double ms = ms_since(t0);
+  totals_.pack_ms += ms;
+  totals_.mgmt_ms += ms;
+  return true;
+}
+
+void StreamingExperts::finish_packing(size_t k) {
+  assert(packing_key_ == static_cast<int64_t>(k));
+  while (packing_key_ == static_cast<int64_t>(k)) pack_step();
 }
 
 void StreamingExperts::issue_swaps() {
@@ -681,6 +778,7 @@ void StreamingExperts::on_swap_read(const io::ReadDone& d) {
     return;
   }
   ++totals_.swaps;
+  if (slot_of_[k] >= 0) form_[k] = Form::gguf;  // a swap lands in the slot its key holds
   policy_->swap_landed(ek);  // no-op when a fetch already took the key over
 }
 
@@ -705,14 +803,18 @@ uint64_t StreamingExperts::resident_bytes() const { return policy_ ? policy_->re
 
 std::string StreamingExperts::describe() const {
   constexpr double kMiB = 1024.0 * 1024.0;
-  return fmt::format("{} lanes, {}, {}, cache {} slots of {:.2f} MiB ({:.1f} MiB), {} working slots{}, policy {}",
+  return fmt::format("{} lanes, {}, {}, cache {} slots of {:.2f} MiB ({:.1f} MiB), {} working slots{}, policy {}{}",
                      engine_->lanes(), io::engine_name(engine_->kind()), files_.direct_note(), arena_.n_cache(),
                      static_cast<double>(arena_.slot_bytes()) / kMiB,
                      static_cast<double>(arena_.slot_bytes() * static_cast<uint64_t>(arena_.n_cache())) / kMiB,
                      arena_.n_working(),
                      arena_.n_ahead() > 0 ? fmt::format(", {} ahead slots (next-layer prefetch)", arena_.n_ahead())
                                           : std::string(),
-                     policy_ ? std::string(policy_->name()) : std::string("none"));
+                     policy_ ? std::string(policy_->name()) : std::string("none"),
+                     packing_ ? fmt::format(", cached experts hit again repacked in their slots while prefill waits "
+                                            "for reads (rows16: {} of {} weight slices)",
+                                            store_.packing_slices(), store_.weight_slices())
+                              : std::string());
 }
 
 }  // namespace moetier::moe

@@ -87,6 +87,11 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
   const bool tier = !rows.empty() && rows.front().vram_hits >= 0;
   const bool ahead = !rows.empty() && rows.front().ahead_guesses >= 0;
   if (ahead) s.ahead_guesses = s.ahead_right = s.ahead_reads = s.ahead_used = s.ahead_bytes = 0;
+  const bool packs = !rows.empty() && rows.front().packed >= 0;
+  if (packs) {
+    s.packed = 0;
+    s.pack_ms = 0;
+  }
   int64_t decode_cpu = 0, decode_pcie = 0;
   if (tier) {
     s.vram_hits = s.vram_fills = s.vram_cpu = s.vram_swaps = s.vram_copy_bytes = s.vram_pcie = s.vram_pcie_bytes = 0;
@@ -99,6 +104,10 @@ RunSummary summarize(std::span<const StepRow> rows, int64_t flag_skip, double pe
       s.ahead_reads += r.ahead_reads;
       s.ahead_used += r.ahead_used;
       s.ahead_bytes += r.ahead_bytes;
+    }
+    if (packs) {
+      s.packed += r.packed;
+      s.pack_ms += r.pack_ms;
     }
     if (tier) {
       s.vram_hits += r.vram_hits;
@@ -185,14 +194,14 @@ std::string summary_fields(const RunSummary& s) {
       "first8_hit_pct={:.4f} first16_hit_pct={:.4f} first32_hit_pct={:.4f} steady_hit_pct={:.4f} vram_hits={} "
       "vram_fills={} vram_cpu={} vram_swaps={} vram_copy_bytes={} vram_cpu_ms={:.3f} vram_copy_ms={:.3f} "
       "vram_hit_pct={:.4f} vram_cpu_per_layer={:.4f} vram_pcie={} vram_pcie_bytes={} vram_pcie_per_layer={:.4f} "
-      "ahead_guesses={} ahead_right={} ahead_reads={} ahead_used={} ahead_bytes={}",
+      "ahead_guesses={} ahead_right={} ahead_reads={} ahead_used={} ahead_bytes={} packed={} pack_ms={:.3f}",
       s.steps, s.prefill_tokens, s.prefill_ms, s.decode_tokens, s.decode_ms, s.steady_skip, s.steady_rule,
       s.steady_tokens, s.steady_ms, s.hits, s.misses, s.hit_pct, s.evictions, s.read_bytes, s.reread_bytes, s.io_ms,
       s.stall_ms, s.mgmt_ms, s.compute_ms, s.wall_ms, s.cpu_ms, s.majflt, s.peak_rss_mib, s.swaps, s.swap_bytes,
       s.interrupted, step_bound(s), s.first_hit_pct[0], s.first_hit_pct[1], s.first_hit_pct[2], s.steady_hit_pct,
       s.vram_hits, s.vram_fills, s.vram_cpu, s.vram_swaps, s.vram_copy_bytes, s.vram_cpu_ms, s.vram_copy_ms,
       s.vram_hit_pct, s.vram_cpu_per_layer, s.vram_pcie, s.vram_pcie_bytes, s.vram_pcie_per_layer, s.ahead_guesses,
-      s.ahead_right, s.ahead_reads, s.ahead_used, s.ahead_bytes);
+      s.ahead_right, s.ahead_reads, s.ahead_used, s.ahead_bytes, s.packed, s.pack_ms);
 }
 
 std::string format_summary(const RunSummary& s, int lanes) {
@@ -247,6 +256,10 @@ std::string format_summary(const RunSummary& s, int lanes) {
     if (s.swaps >= 0)
       o += fmt::format("adaptive tier: {} background swap-ins landed, {:.1f} MiB read by them (part of the MiB read)\n",
                        s.swaps, static_cast<double>(s.swap_bytes) / kMiB);
+    if (s.packed >= 0)
+      o += fmt::format("repacked in the cache slots: {} experts hit again, in {:.0f} ms (in prefill's read waits; "
+                       "part of cache management)\n",
+                       s.packed, s.pack_ms);
   } else if (s.vram_hits < 0) {
     o += "experts: resident (no reads, no cache)\n";
   }
@@ -412,6 +425,10 @@ void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
       r.swaps = static_cast<int64_t>(d.swaps);
       r.swap_bytes = static_cast<int64_t>(d.swap_bytes);
     }
+    if (stream_->packs()) {
+      r.packed = static_cast<int64_t>(d.packed);
+      r.pack_ms = d.pack_ms;
+    }
     if (stream_->ahead_slots() > 0) {
       r.ahead_guesses = static_cast<int64_t>(d.ahead_guesses);
       r.ahead_right = static_cast<int64_t>(d.ahead_right);
@@ -448,12 +465,12 @@ void RunRecorder::end(bool prefill, int64_t n_tokens, double seconds) {
   if (csv_ != nullptr)
     fmt::print(csv_,
                "{},{},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.2f},{:.3f},{},{},{},{},{},{},{},{},"
-               "{},{},{},{:.3f},{:.3f},{},{},{},{},{},{},{}\n",
+               "{},{},{},{:.3f},{:.3f},{},{},{},{},{},{},{},{},{:.3f}\n",
                r.step, r.steps, prefill ? "prefill" : "decode", r.wall_ms, r.compute_ms, r.io_ms, r.read_bytes,
                r.hit_pct, r.stall_ms, r.mgmt_ms, r.majflt, r.cpu_ms, r.rss_mib, r.cache_resident_mib, r.hits, r.misses,
                r.evictions, r.reread_bytes, r.swaps, r.swap_bytes, r.vram_hits, r.vram_fills, r.vram_cpu, r.vram_swaps,
                r.vram_copy_bytes, r.vram_cpu_ms, r.vram_copy_ms, r.vram_pcie, r.vram_pcie_bytes, r.ahead_guesses,
-               r.ahead_right, r.ahead_reads, r.ahead_used, r.ahead_bytes);
+               r.ahead_right, r.ahead_reads, r.ahead_used, r.ahead_bytes, r.packed, r.pack_ms);
   if (progress_ == 1)
     fmt::print(stderr, "[{} {}] {:.1f} tok/s | hit {:.1f}% | read {:.2f} MiB | stall {:.1f} ms\n",
                prefill ? "prefill" : "token", r.step, per_s(static_cast<double>(n_tokens), r.wall_ms), r.hit_pct,

@@ -16,7 +16,8 @@
 //   one row per step
 //   # summary KEY=VALUE KEY=VALUE ...       (run totals; see RunSummary; interrupted=SIGINT after a Ctrl-C)
 // Readers find columns by their header name (metrics_report.h): columns are only ever added, at the end, and a
-// file from before a column existed reads it as -1 (swaps, swap_bytes came later than the other columns).
+// file from before a column existed reads it as -1 (swaps, swap_bytes came later than the other columns; packed,
+// pack_ms last).
 // Not thread-safe: the generator's thread calls everything.
 #pragma once
 
@@ -43,7 +44,7 @@ inline constexpr const char* kColumns =
     "step,steps,phase,wall_ms,compute_ms,io_ms,read_bytes,cache_hit_pct,stall_ms,mgmt_ms,majflt,cpu_ms,rss_mib,"
     "cache_resident_mib,hits,misses,evictions,reread_bytes,swaps,swap_bytes,vram_hits,vram_fills,vram_cpu,"
     "vram_swaps,vram_copy_bytes,vram_cpu_ms,vram_copy_ms,vram_pcie,vram_pcie_bytes,ahead_guesses,ahead_right,"
-    "ahead_reads,ahead_used,ahead_bytes";
+    "ahead_reads,ahead_used,ahead_bytes,packed,pack_ms";
 
 struct StepRow {
   int64_t step = 0;        // 0-based row number
@@ -77,6 +78,10 @@ struct StepRow {
   // for by the fetch they were guessed for, read ahead, of those taken over by a fetch, and the bytes read ahead
   // (part of read_bytes). -1 when the expert store does not read ahead.
   int64_t ahead_guesses = -1, ahead_right = -1, ahead_reads = -1, ahead_used = -1, ahead_bytes = -1;
+  // Experts repacked in their cache slots in the step (moe::StreamCounters' packed, pack_ms; part of mgmt_ms). -1
+  // when the expert store does not repack.
+  int64_t packed = -1;
+  double pack_ms = -1;
 };
 
 // What the summary and the report say about a run. Computed from rows; the CSV's `# summary` line holds these.
@@ -112,6 +117,8 @@ struct RunSummary {
   double vram_pcie_per_layer = -1;  // the decode's PCIe-share misses per MoE layer and round
   // The next-layer prefetch's totals (StepRow's ahead_*), -1 when the store does not read ahead.
   int64_t ahead_guesses = -1, ahead_right = -1, ahead_reads = -1, ahead_used = -1, ahead_bytes = -1;
+  int64_t packed = -1;  // StepRow's packed, pack_ms totals; -1 when the store does not repack
+  double pack_ms = -1;
   // "no" for a run that ended as asked; else the signal that stopped it early ("SIGINT": Ctrl-C, "SIGTERM").
   std::string interrupted = "no";
 };

@@ -92,7 +92,8 @@ TEST(Engine, CountsTheRecurrentStateOfEverySequence) {
 
 // Repacking (model::ModelOptions::repack, repack_experts) is the engine's choice, logged with its reason: on for
 // resident experts where the CPU has the kernels (the experts too, the model fitting in RAM), the experts left out
-// with --no-repack-experts, everything off with --no-repack and when the experts stream.
+// with --no-repack-experts, everything off with --no-repack; streamed experts repacked in their cache slots unless
+// --no-repack-experts or exact activations say otherwise.
 TEST(Engine, RepacksResidentModelsAndSaysWhyNot) {
   EngineConfig c = quiet(oracle_model("tiny-gptoss-Q8_0.gguf"));
   c.n_ctx = 64;
@@ -119,7 +120,19 @@ TEST(Engine, RepacksResidentModelsAndSaysWhyNot) {
   c.placement = moe::Placement::stream;
   c.cache_mib = 1;
   const auto streamed = load_engine(c);
-  EXPECT_TRUE(has_decision(*streamed, "repack", "off: the experts stream")) << streamed->repack();
+  // Streamed: the experts in their cache slots where the CPU has the kernels, not with --no-repack-experts.
+  ASSERT_NE(streamed->stream(), nullptr);
+  EXPECT_EQ(streamed->stream()->packs(), kernels);
+  EXPECT_TRUE(has_decision(*streamed, "repack",
+                           kernels ? "the routed experts in their cache slots" : "off: the experts stream"))
+      << streamed->repack();
+  c.repack_experts = false;
+  const auto streamed_as_read = load_engine(c);
+  EXPECT_FALSE(streamed_as_read->stream()->packs());
+  EXPECT_TRUE(has_decision(*streamed_as_read, "repack", "off: the experts stream")) << streamed_as_read->repack();
+  c.repack_experts = true;
+  c.rounding = quant::ActivationRounding::exact;  // the float kernels read the file's layout
+  EXPECT_FALSE(load_engine(c)->stream()->packs());
 }
 
 // The experts' copy is anonymous memory, which the kernel cannot page out as it does the mapping: it is made only

@@ -33,12 +33,17 @@ struct Config {
   bool direct = true;
   DensePolicy dense = DensePolicy::mmap;
   bool prefetch = false;  // the next-layer prefetch: n_expert_used ahead slots, guesses from the model
+  // Cached experts repacked in their slots (StreamingOptions::pack_rows16): off, or every waiting one at the end of
+  // each fetch (pack_at_fetch_end: every hit after an expert's first repacked). The engine's own timing, in
+  // prefill's read waits, is slot_pack_test.cpp's.
+  enum class Pack { off, every_fetch } pack = Pack::off;
 
   std::string name() const {
-    return fmt::format("cache{}_{}x{}_{}_{}_{}{}",
+    return fmt::format("cache{}_{}x{}_{}_{}_{}{}{}",
                        cache_per_layer == kAll ? std::string("all") : std::to_string(cache_per_layer), lanes,
                        io::engine_name(engine), overlap ? "overlap" : "serial", direct ? "direct" : "buffered",
-                       dense_policy_name(dense), prefetch ? "_prefetch" : "");
+                       dense_policy_name(dense), prefetch ? "_prefetch" : "",
+                       pack == Pack::off ? "" : "_pack");
   }
 };
 
@@ -46,6 +51,7 @@ struct StreamRun {
   model::EvalResult result;
   StreamCounters counters;
   int64_t cache_slots = 0;
+  bool packs = false;         // StreamingExperts::packs()
   std::string prefetch_note;  // ModelInfo::expert_prefetch
   int64_t one_token_passes = 0;  // forward passes of one token (those guess the next layers' experts)
 };
@@ -89,6 +95,8 @@ StreamRun streamed_run(const fs::path& path, const std::string& name, const Conf
   so.engine = c.engine;
   so.overlap = c.overlap;
   so.direct = c.direct;
+  so.pack_rows16 = c.pack != Config::Pack::off;
+  so.pack_at_fetch_end = -1;
   auto src = std::make_unique<StreamingExperts>(file, so);
   StreamingExperts* s = src.get();
   EXPECT_EQ(s->files().direct(), c.direct) << s->files().direct_note();
@@ -103,6 +111,7 @@ StreamRun streamed_run(const fs::path& path, const std::string& name, const Conf
   r.result = model::evaluate(*m, t.tokens, t.n_prefill);
   r.counters = s->totals();
   r.cache_slots = s->cache_slots();
+  r.packs = s->packs();
   r.prefetch_note = m->info().expert_prefetch;
   // As model::evaluate steps: the prefill in chunks of n_batch (any of them may hold one token), then one token a
   // pass.
@@ -136,6 +145,12 @@ void expect_sane(const StreamRun& r, const Config& c, const std::string& what) {
   } else {
     EXPECT_GT(k.evictions, 0u) << what;
   }
+  // Packing happens only where asked, with a cache, on a model and CPU with rows16 kernels; each packed expert
+  // landed in a cache slot first (a miss or a swap).
+  if (c.pack == Config::Pack::off || r.cache_slots == 0) EXPECT_FALSE(r.packs) << what;
+  if (!r.packs) EXPECT_EQ(k.packed, 0u) << what;
+  EXPECT_LE(k.packed, k.misses + k.swaps) << what;
+  if (r.packs && c.pack == Config::Pack::every_fetch) EXPECT_GT(k.packed, 0u) << what;
   if (!c.prefetch) {
     EXPECT_EQ(k.ahead_guesses + k.ahead_reads + k.ahead_bytes, 0u) << what;
     return;
@@ -172,6 +187,9 @@ TEST_P(StreamAllModels, BitIdenticalToResident) {
       {0, 2, io::EngineKind::uring, true, true, DensePolicy::mmap, true},
       {1, 4, io::EngineKind::pread_pool, false, true, DensePolicy::mmap, true},
       {2, 4, io::EngineKind::uring, true, false, DensePolicy::mmap, true},
+      {1, 4, io::EngineKind::uring, true, true, DensePolicy::mmap, false, Config::Pack::every_fetch},
+      {kAll, 2, io::EngineKind::pread_pool, false, true, DensePolicy::mmap, false, Config::Pack::every_fetch},
+      {2, 4, io::EngineKind::uring, true, true, DensePolicy::mmap, true, Config::Pack::every_fetch},
   };
   for (const Config& c : configs) {
     const StreamRun r = streamed_run(test::model_path(name), name, c);

@@ -3,6 +3,7 @@
 // routing stay bit-identical to the resident run's (the warm reads deliver the file's bytes, as every read does).
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -46,9 +47,10 @@ struct WarmRun {
 constexpr const char* kModel = "tiny-qwen3moe-Q4_K_M";  // 4 MoE layers x 16 experts, top-4
 constexpr int64_t kSlotsPerLayer = 6;
 
-WarmRun run(const model::TokenInput& t, const HeatProfile* from) {
+WarmRun run(const model::TokenInput& t, const HeatProfile* from, bool pack = false) {
   const auto file = gguf::GgufModel::open(test::model_path(kModel));
   StreamingOptions so;
+  so.pack_rows16 = pack;
   {
     const ExpertStore store(file);
     so.cache_bytes = store.slot_bytes() * static_cast<uint64_t>(kSlotsPerLayer * store.shape().n_moe_layers);
@@ -105,6 +107,57 @@ TEST(StreamWarmStart, FromTheLastRunsHeatHitsFromTheFirstTokenBitIdentically) {
     EXPECT_EQ(std::memcmp(r->result.logits.data(), resident.logits.data(), resident.logits.size() * sizeof(float)), 0);
     EXPECT_EQ(r->result.routing, resident.routing);
   }
+}
+
+// With pack_rows16 the warm start repacks every expert it read (where this CPU has rows16 kernels for the model's
+// expert types), the experts it warmed are delivered repacked from the first fetch, and the logits and routing stay
+// the resident run's, bit for bit.
+TEST(StreamWarmStart, RepackedInTheSlotsBitIdentically) {
+  const model::TokenInput t = test::oracle_tokens(kModel, "p1", 8);
+  model::EvalResult resident;
+  {
+    const auto file = gguf::GgufModel::open(test::model_path(kModel));
+    const auto m = model::load_model(file, model::ModelOptions{.n_ctx = 128});
+    resident = model::evaluate(*m, t.tokens, t.n_prefill);
+  }
+  const WarmRun cold = run(t, nullptr);
+  const WarmRun warm = run(t, &cold.heat, true);
+  ASSERT_GT(warm.warm.experts, 0);
+  const auto file = gguf::GgufModel::open(test::model_path(kModel));
+  const bool packs = ExpertStore(file).packing_slices() > 0;
+  EXPECT_EQ(warm.warm.packed, packs ? warm.warm.experts : 0);
+  EXPECT_EQ(warm.warm.pack_seconds > 0, packs);
+  ASSERT_EQ(warm.result.logits.size(), resident.logits.size());
+  EXPECT_EQ(std::memcmp(warm.result.logits.data(), resident.logits.data(), resident.logits.size() * sizeof(float)),
+            0);
+  EXPECT_EQ(warm.result.routing, resident.routing);
+
+  // What the first fetch of layer 0 delivers: the warmed experts in the rows16 layout where they pack, each view
+  // of the same shape as the file's.
+  StreamingOptions so;
+  so.cache_bytes = ExpertStore(file).slot_bytes() * 64;
+  so.pack_rows16 = true;
+  StreamingExperts s(file, so);
+  std::vector<ExpertKey> layer0;
+  for (const ExpertKey& k : cold.heat.hottest()) {
+    if (k.layer == 0) layer0.push_back(k);
+  }
+  ASSERT_FALSE(layer0.empty());
+  EXPECT_EQ(s.warm(layer0).packed, packs ? static_cast<int64_t>(layer0.size()) : 0);
+  struct Layouts final : ExpertConsumer {
+    void on_experts(std::span<const int32_t>, std::span<const ExpertWeights> w) override {
+      for (const ExpertWeights& e : w) seen.push_back(e.gate.layout);
+    }
+    std::vector<quant::WeightLayout> seen;
+  } got;
+  std::vector<int32_t> ids;
+  for (const ExpertKey& k : layer0) ids.push_back(k.expert);
+  s.fetch(0, ids, got);
+  ASSERT_EQ(got.seen.size(), ids.size());
+  for (const quant::WeightLayout l : got.seen)
+    EXPECT_EQ(l, packs ? quant::WeightLayout::rows16 : quant::WeightLayout::gguf);
+  EXPECT_EQ(s.totals().hits, ids.size());
+  EXPECT_EQ(s.totals().packed, 0u);  // the warm start's packing is its own
 }
 
 // A failed warm-start read is an error naming the file, after every read in flight has been collected; the store
