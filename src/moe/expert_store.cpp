@@ -91,6 +91,8 @@ ExpertStore::ExpertStore(const gguf::GgufModel& model) : model_(model), layout_(
       const bool packs = !is_bias && quant::rows16_layout_fits(t->type, rows, cols) &&
                          quant::kernels::has_rows16_kernel(t->type);
       l.packs.push_back(packs ? 1 : 0);
+      l.cols.push_back(cols);
+      l.any_packs = l.any_packs || packs;
       n_weight_slices_ += is_bias ? 0 : 1;
       n_packing_ += packs ? 1 : 0;
       if (packs) {
@@ -126,7 +128,7 @@ SliceRead ExpertStore::slice_read(int64_t layer, int32_t expert, int s) const {
   const Layer& l = layers_[static_cast<size_t>(layer)];
   const gguf::TensorInfo* t = l.tensors[static_cast<size_t>(s)];
   const uint64_t per = t->n_bytes / static_cast<uint64_t>(shape_.n_expert);
-  const uint64_t off = t->file_offset + per * static_cast<uint64_t>(expert);
+  const uint64_t off = slice_offset(t, expert);
   SliceRead r;
   r.shard = t->shard;
   r.file_offset = io::round_down(off, io::kPage);
@@ -148,8 +150,8 @@ int64_t ExpertStore::pack_groups(int64_t layer, int s) const {
 
 size_t ExpertStore::pack_group_bytes(int64_t layer, int s) const {
   const Layer& l = layers_[static_cast<size_t>(layer)];
-  const int64_t cols = l.roles[static_cast<size_t>(s)] == Role::down ? shape_.n_ff : shape_.n_embd;
-  return static_cast<size_t>(quant::kRows16) * quant::row_bytes(l.tensors[static_cast<size_t>(s)]->type, cols);
+  const auto si = static_cast<size_t>(s);
+  return static_cast<size_t>(quant::kRows16) * quant::row_bytes(l.tensors[si]->type, l.cols[si]);
 }
 
 void ExpertStore::pack_rows16(int64_t layer, int32_t expert, uint8_t* slot, int s, int64_t g0, int64_t g1,
@@ -158,11 +160,10 @@ void ExpertStore::pack_rows16(int64_t layer, int32_t expert, uint8_t* slot, int 
   const auto si = static_cast<size_t>(s);
   assert(l.packs[si] != 0 && 0 <= g0 && g0 <= g1 && g1 <= pack_groups(layer, s));
   const gguf::TensorInfo* t = l.tensors[si];
-  const int64_t cols = l.roles[si] == Role::down ? shape_.n_ff : shape_.n_embd;
+  const int64_t cols = l.cols[si];
   const size_t rb = quant::row_bytes(t->type, cols);
   const size_t group = static_cast<size_t>(quant::kRows16) * rb;
-  const uint64_t per = t->n_bytes / static_cast<uint64_t>(shape_.n_expert);
-  const uint64_t off = t->file_offset + per * static_cast<uint64_t>(expert);
+  const uint64_t off = slice_offset(t, expert);
   uint8_t* to = slot + l.region[si];
   const uint8_t* from = to + (off - io::round_down(off, io::kPage));
   assert(group <= pack_scratch_);
@@ -190,8 +191,7 @@ ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* sl
   ExpertWeights w;
   for (size_t s = 0; s < l.roles.size(); ++s) {
     const gguf::TensorInfo* t = l.tensors[s];
-    const uint64_t per = t->n_bytes / static_cast<uint64_t>(shape_.n_expert);
-    const uint64_t off = t->file_offset + per * static_cast<uint64_t>(expert);
+    const uint64_t off = slice_offset(t, expert);
     const bool packed = rows16 && l.packs[s] != 0;
     const uint8_t* p = slot + l.region[s] + (packed ? 0 : off - io::round_down(off, io::kPage));
     const quant::WeightLayout lay = packed ? quant::WeightLayout::rows16 : quant::WeightLayout::gguf;

@@ -19,7 +19,6 @@
 // Thread-safety: immutable after construction.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -73,10 +72,7 @@ class ExpertStore {
   // gate_up: n_ff a multiple of 16, so that gate and up stay apart).
   bool packs(int64_t layer, int s) const { return layers_[static_cast<size_t>(layer)].packs[static_cast<size_t>(s)]; }
   // Whether some slice of `layer` packs.
-  bool layer_packs(int64_t layer) const {
-    const auto& p = layers_[static_cast<size_t>(layer)].packs;
-    return std::find(p.begin(), p.end(), 1) != p.end();
-  }
+  bool layer_packs(int64_t layer) const { return layers_[static_cast<size_t>(layer)].any_packs; }
   // Weight slices (one per stacked weight tensor of each MoE layer) that pack, and all of them.
   int64_t packing_slices() const { return n_packing_; }
   int64_t weight_slices() const { return n_weight_slices_; }
@@ -104,8 +100,14 @@ class ExpertStore {
     std::vector<const gguf::TensorInfo*> tensors;   // the stacked tensors, file order
     std::vector<uint64_t> region;                   // offset of each slice's region in a slot
     std::vector<uint8_t> packs;                     // 1 where the slice packs (packs())
+    std::vector<int64_t> cols;                      // a weight slice's matrix columns: n_ff for down, else n_embd
+    bool any_packs = false;
     uint64_t expert_bytes = 0;
   };
+  // Absolute file offset of expert `expert`'s slice of stacked tensor t.
+  uint64_t slice_offset(const gguf::TensorInfo* t, int32_t expert) const {
+    return t->file_offset + t->n_bytes / static_cast<uint64_t>(shape_.n_expert) * static_cast<uint64_t>(expert);
+  }
   const gguf::GgufModel& model_;
   ExpertLayout layout_;
   ExpertShape shape_;
