@@ -145,6 +145,15 @@ void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
                                                  benchmark::Counter::OneK::kIs1000);
 }
 
+// BM_Matvec of a rows16 matrix from DRAM with the one-token kernels' software prefetch on or off
+// (kernels::rows16_prefetch, which picks one per CPU), to check that choice on the host at hand: run with
+// --benchmark_enable_random_interleaving so that both settings share the same minutes of a noisy host.
+void BM_Rows16Prefetch(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool prefetch) {
+  quant::kernels::set_rows16_prefetch_for_test(prefetch ? 1 : 0);
+  BM_Matvec(state, t, rows, cols, false, quant::ActivationRounding::match_ggml, false, quant::WeightLayout::rows16);
+  quant::kernels::set_rows16_prefetch_for_test(-1);
+}
+
 // Sum of a 1 GiB buffer (integer adds, which the compiler vectorises), split across the pool's threads like
 // matmul's rows, each thread's share read as `streams` streams (its parts side by side, a cache line of each in
 // turn), asking for each line kernels::kPrefetchAhead bytes on as the kernels do: the attainable read bandwidth the
@@ -424,6 +433,15 @@ int register_all() {
     for (int64_t n_tok : {8, 12, 64, 128}) {
       const std::string name = "Matmul/" + type + "768x2048/tok" + std::to_string(n_tok);
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok, kRows16)
+          ->Arg(1)->Arg(2)->UseRealTime();
+    }
+  }
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    if (!quant::kernels::has_rows16_kernel(t)) continue;
+    for (const bool prefetch : {false, true}) {
+      const std::string name = "Rows16Prefetch/" + std::string(quant::type_name(t)) + "/2048x4096/" +
+                               (prefetch ? "on" : "off");
+      benchmark::RegisterBenchmark(name.c_str(), BM_Rows16Prefetch, t, 2048, 4096, prefetch)
           ->Arg(1)->Arg(2)->UseRealTime();
     }
   }

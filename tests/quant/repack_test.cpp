@@ -258,9 +258,10 @@ TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
     const std::vector<int64_t> widths =
         type == GgmlType::Q8_0 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 512, 768, 2048};
     // The file layout's one-token kernels read rows one at a time or two side by side (one_stream_rows): the
-    // same bits either way, and so the repacked ones'.
+    // same bits either way, and so the repacked ones', which ask for their bytes ahead or not (rows16_prefetch).
     for (const int one_stream : {0, 1}) {
       kernels::set_one_stream_rows_for_test(one_stream);
+      kernels::set_rows16_prefetch_for_test(1 - one_stream);
       for (const int64_t n_tok : {1, 2, 3, 4, 5, 8, 9}) {
         for (const int64_t rows : {16, 48, 64}) {
           for (const int64_t cols : widths) expect_same_bits(type, rows, cols, n_tok, 1, rng);
@@ -274,6 +275,7 @@ TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
       }
     }
     kernels::set_one_stream_rows_for_test(-1);
+    kernels::set_rows16_prefetch_for_test(-1);
   }
 }
 

@@ -548,24 +548,26 @@ namespace {
 
 std::atomic<int> g_split_for_test{-1};
 std::atomic<int> g_one_stream_for_test{-1};
+std::atomic<int> g_rows16_prefetch_for_test{-1};
 
-// AMD family 19h: Zen 3 (no AVX-512) and Zen 4.
-bool cpu_is_amd_family_19h() {
+// The CPU's family if it is an AMD one (0x19: Zen 3, which has no AVX-512, and Zen 4; 0x1a: Zen 5), else 0.
+unsigned amd_family() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
+  if (__get_cpuid(0, &a, &b, &c, &d) == 0) return 0;
   char vendor[13] = {};
   std::memcpy(vendor, &b, 4);
   std::memcpy(vendor + 4, &d, 4);
   std::memcpy(vendor + 8, &c, 4);
-  if (std::strcmp(vendor, "AuthenticAMD") != 0 || __get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  if (std::strcmp(vendor, "AuthenticAMD") != 0 || __get_cpuid(1, &a, &b, &c, &d) == 0) return 0;
   const unsigned base = (a >> 8) & 0xf;
-  const unsigned family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
-  return family == 0x19;
+  return base == 0xf ? base + ((a >> 20) & 0xff) : base;
 #else
-  return false;
+  return 0;
 #endif
 }
+
+bool cpu_is_amd_family_19h() { return amd_family() == 0x19; }
 
 }  // namespace
 
@@ -585,6 +587,16 @@ bool one_stream_rows() {
 
 void set_one_stream_rows_for_test(int one) { g_one_stream_for_test.store(one, std::memory_order_relaxed); }
 
+bool rows16_prefetch() {
+  static const bool cpu = amd_family() >= 0x1a;
+  const int forced = g_rows16_prefetch_for_test.load(std::memory_order_relaxed);
+  return forced < 0 ? cpu : forced != 0;
+}
+
+void set_rows16_prefetch_for_test(int prefetch) {
+  g_rows16_prefetch_for_test.store(prefetch, std::memory_order_relaxed);
+}
+
 std::string int8_kernels_name() {
   const unsigned arm = arm::features();
   if (arm & arm::kArmDotProd) return arm & arm::kArmI8mm ? "NEON + sdot + smmla" : "NEON + sdot";
@@ -592,6 +604,7 @@ std::string int8_kernels_name() {
   std::string name = hwy::TargetName(target);
   if (target == HWY_AVX3_DL && splits_512bit_ops()) name += " (512-bit operations split: MXFP4 rows in 256 bits)";
   if (one_stream_rows()) name += ", one-token K-quant rows read in one stream per thread";
+  if (rows16_prefetch() && has_rows16_kernel(GgmlType::Q4_K)) name += ", rows16 K-quant rows prefetched 8 KiB ahead";
   return name;
 }
 

@@ -105,7 +105,7 @@ void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out);
 
 // The integer kernels this CPU runs, for logs and test output: "NEON + sdot + smmla" or "NEON + sdot" on Arm
 // CPUs with the dot-product extensions (int8_arm.h), else the Highway target's name ("AVX3_DL", "AVX2", "NEON"),
-// saying so where splits_512bit_ops() or one_stream_rows() changes a kernel.
+// saying so where splits_512bit_ops(), one_stream_rows() or rows16_prefetch() changes a kernel.
 std::string int8_kernels_name();
 
 // Whether this CPU runs each 512-bit vector operation as two 256-bit halves: AMD family 19h (Zen 4, the family's
@@ -130,6 +130,15 @@ void set_512bit_split_for_test(int split);
 bool one_stream_rows();
 // Tests: one_stream_rows() answers `one` (0 or 1), or the CPU's own answer again (-1).
 void set_one_stream_rows_for_test(int one);
+
+// Whether the one-token kernels of rows16 Q4_K, Q5_K and Q6_K weights (int8_rows16-inl.h), which read a thread's
+// groups in one stream, ask for the bytes 8 KiB ahead as they go: on AMD CPUs of family 1Ah (Zen 5) and later, where
+// they read from DRAM faster with it. Not on Zen 4 (family 19h), where the hardware prefetcher alone read faster, nor
+// on Intel CPUs, where a first form of the kernels read slower with it (int8_rows16-inl.h, docs/design.md). A result
+// does not depend on it. From CPUID, read once.
+bool rows16_prefetch();
+// Tests: rows16_prefetch() answers `prefetch` (0 or 1), or the CPU's own answer again (-1).
+void set_rows16_prefetch_for_test(int prefetch);
 
 // Whether the best target this CPU has reads weights of type t in the rows16 layout (quant/repack.h, kernels in
 // int8_rows16-inl.h): Q8_0, Q4_K, Q5_K and Q6_K with AVX512-VNNI (Highway's AVX3_DL). Where false, nothing should be

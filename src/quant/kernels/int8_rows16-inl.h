@@ -218,15 +218,25 @@ struct Q45KGroup {
   }
 };
 
+// One token's rows16 K-quant kernels read the bytes front to back (the layout's order), one stream per thread. With
+// kPrefetch (rows16_prefetch(): AMD family 1Ah, Zen 5, and later) each block asks for the bytes kRows16PrefetchAhead
+// on, as the GGUF-layout kernels do; on Zen 4 the hardware's stream prefetcher kept up alone, and asking 4 KiB ahead
+// per block pair cost more than it brought (an earlier form on a Xeon: docs/design.md, "Repacked weights"):
+// bench_matvec on a 2-vCPU AMD EPYC (Zen 4), medians of 3, GB/s at 1 / 2 threads, GGUF layout -> rows16 with the
+// prefetch -> rows16 without: Matvec/Q4_K/768x2048 21.1 / 29.4 -> 15.7 / 21.1 -> 25.2 / 28.6; 2048x768 17.4 / 27.0 ->
+// 18.7 / 25.8 -> 27.6 / 30.6; 2048x4096 20.6 / 32.4 -> 15.9 / 23.8 -> 25.7 / 28.7 (the 2-thread read: 31.1);
+// MatvecHot/Q4_K/768x2048 at 1 thread 23.0 -> 41.7 -> 38.9. On a 2-vCPU AMD EPYC of family 1Ah (Zen 5; a noisy host,
+// 2-thread read 45-50 GB/s) the opposite. bench_matvec Matvec/<type>/2048x4096 at 2 threads, GB/s, GGUF layout /
+// rows16, without -> 8 KiB ahead, one process per setting, medians of 3, two rounds: Q4_K 33.2 / 18.0 -> 21.4 / 28.1
+// and 22.2 / 22.4 -> 28.3 / 27.3, Q6_K 35.3 / 17.9 -> 19.7 / 30.9 and 16.2 / 21.7 -> 23.6 / 35.1;
+// Rows16Prefetch/<type>/2048x4096/<off|on>/2, both settings interleaved at random in one process, medians of 6: Q4_K
+// 18.6 -> 20.6, Q6_K 13.2 -> 18.4.
+inline constexpr size_t kRows16PrefetchAhead = 8192;
+
 // One token times groups [g0, g1) of a rows16 Q4_K or Q5_K matrix, each group's blocks in order, each block pair
 // as Q4KRows512 takes it: both blocks' sums, then the first's min term in lanes 0-7 and the second's in 8-15; an odd
-// last block's min term in lanes 0-7. The bytes are read front to back (the layout's order), one stream per thread,
-// with no software prefetch: the hardware's stream prefetcher keeps up with it, where asking 4 KiB ahead per block
-// pair (as the GGUF-layout kernels do) cost more than it brought. bench_matvec on a 2-vCPU AMD EPYC (Zen 4), medians
-// of 3, GB/s at 1 / 2 threads, GGUF layout -> rows16 with the prefetch -> rows16 without: Matvec/Q4_K/768x2048 21.1 /
-// 29.4 -> 15.7 / 21.1 -> 25.2 / 28.6; 2048x768 17.4 / 27.0 -> 18.7 / 25.8 -> 27.6 / 30.6; 2048x4096 20.6 / 32.4 ->
-// 15.9 / 23.8 -> 25.7 / 28.7 (the 2-thread read: 31.1); MatvecHot/Q4_K/768x2048 at 1 thread 23.0 -> 41.7 -> 38.9.
-template <class B>
+// last block's min term in lanes 0-7.
+template <class B, bool kPrefetch>
 HWY_FLATTEN void Q45KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows& x, float* y, int64_t g0,
                                     int64_t g1) {
   constexpr size_t kBlockBytes = Q45KGroup<B>::kBlockBytes;
@@ -239,6 +249,7 @@ HWY_FLATTEN void Q45KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows
     for (; b + 2 <= nb; b += 2) {
       const uint8_t* ba = gw + static_cast<size_t>(b) * kBlockBytes;
       const uint8_t* bb = ba + kBlockBytes;
+      if constexpr (kPrefetch) PrefetchAhead<2 * kBlockBytes, kRows16PrefetchAhead>(ba);
       q.Sums(ba, x.q + b * kQK_K, x.d[b]);
       q.Sums(bb, x.q + (b + 1) * kQK_K, x.d[b + 1]);
       q.Mins(ba, x.sums + b * 16, x.d[b], 0, false);
@@ -246,6 +257,7 @@ HWY_FLATTEN void Q45KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows
     }
     if (b < nb) {
       const uint8_t* ba = gw + static_cast<size_t>(b) * kBlockBytes;
+      if constexpr (kPrefetch) PrefetchAhead<kBlockBytes, kRows16PrefetchAhead>(ba);
       q.Sums(ba, x.q + b * kQK_K, x.d[b]);
       q.Mins(ba, x.sums + b * 16, x.d[b], 0, true);
     }
@@ -262,7 +274,9 @@ HWY_FLATTEN void Q45KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows
 // and its qh bit pair at bits 4-5 (three operations, as vnni512::Q6KLanes), its 4 products one vpdpbusd (exact, at
 // most 4 * 63 * 128 < 2^15: it fits the int16 half that vpdpwssd multiplies by the scale) and the scale's product
 // one vpdpwssd. A group's block of 16 rows takes 64 vpdpbusd, 64 vpdpwssd and ~260 other operations, where the
-// GGUF layout's kernel spends ~45 per row. The lanes are then added in ReduceLanes512's order.
+// GGUF layout's kernel spends ~45 per row. The lanes are then added in ReduceLanes512's order. kPrefetch: as
+// Q45KOneTokenGroups.
+template <bool kPrefetch>
 HWY_FLATTEN void Q6KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows& x, float* y, int64_t g0,
                                    int64_t g1) {
   const int64_t nb = cols / kQK_K;
@@ -274,6 +288,7 @@ HWY_FLATTEN void Q6KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows&
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = gw + static_cast<size_t>(b) * kRows16Q6KBlockBytes;
       const uint8_t* codes = blk + kRows16Q6KCodesAt;
+      if constexpr (kPrefetch) PrefetchAhead<kRows16Q6KBlockBytes, kRows16PrefetchAhead>(blk);
       const int8_t* xb = x.q + b * kQK_K;
       const int16_t* xs = x.sums + b * 16;
       __m512i hs[4];  // lane r: row r's scales 4c .. 4c + 3 in hs[c]
@@ -318,14 +333,15 @@ HWY_FLATTEN void Q6KOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows&
   }
 }
 
-// A rows16 K-quant matrix: several tokens (or a prompt's one) through the tiles K, one token through one_token.
+// A rows16 K-quant matrix: several tokens (or a prompt's one) through the tiles K, one token through one_token (with
+// the software prefetch where rows16_prefetch() says so).
+using OneTokenGroups = void (*)(const uint8_t*, int64_t, const Q8Rows&, float*, int64_t, int64_t);
 template <class K>
-HWY_INLINE void KQuantGroups(void (*one_token)(const uint8_t*, int64_t, const Q8Rows&, float*, int64_t, int64_t),
-                             const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
-                             int64_t y_stride, int64_t g0, int64_t g1) {
+HWY_INLINE void KQuantGroups(OneTokenGroups prefetching, OneTokenGroups plain, const uint8_t* w, int64_t cols,
+                             const Q8Rows& x, int64_t n_tok, float* y, int64_t y_stride, int64_t g0, int64_t g1) {
   if (x.qt != nullptr) return vnni512::TokenTiles<K>(w, 0, x, n_tok, y, y_stride, g0 * kRows16, g1 * kRows16);
   assert(n_tok == 1 && !x.batched);  // matmul_groups gives several tokens (or a prompt's one) the tiles
-  one_token(w, cols, x, y, g0, g1);
+  (rows16_prefetch() ? prefetching : plain)(w, cols, x, y, g0, g1);
 }
 
 // True (and the product done) for the types with a rows16 kernel.
@@ -334,13 +350,16 @@ inline bool MatmulRows16(GgmlType type, const uint8_t* w, int64_t cols, const Q8
   switch (type) {
     case GgmlType::Q8_0: Q8_0Groups(w, cols, x, n_tok, y, y_stride, g0, g1); return true;
     case GgmlType::Q4_K:
-      KQuantGroups<vnni512::Rows16Q4KLanes>(Q45KOneTokenGroups<BlockQ4_K>, w, cols, x, n_tok, y, y_stride, g0, g1);
+      KQuantGroups<vnni512::Rows16Q4KLanes>(Q45KOneTokenGroups<BlockQ4_K, true>, Q45KOneTokenGroups<BlockQ4_K, false>,
+                                            w, cols, x, n_tok, y, y_stride, g0, g1);
       return true;
     case GgmlType::Q5_K:
-      KQuantGroups<vnni512::Rows16Q5KLanes>(Q45KOneTokenGroups<BlockQ5_K>, w, cols, x, n_tok, y, y_stride, g0, g1);
+      KQuantGroups<vnni512::Rows16Q5KLanes>(Q45KOneTokenGroups<BlockQ5_K, true>, Q45KOneTokenGroups<BlockQ5_K, false>,
+                                            w, cols, x, n_tok, y, y_stride, g0, g1);
       return true;
     case GgmlType::Q6_K:
-      KQuantGroups<vnni512::Rows16Q6KLanes>(Q6KOneTokenGroups, w, cols, x, n_tok, y, y_stride, g0, g1);
+      KQuantGroups<vnni512::Rows16Q6KLanes>(Q6KOneTokenGroups<true>, Q6KOneTokenGroups<false>, w, cols, x, n_tok, y,
+                                            y_stride, g0, g1);
       return true;
     default: return false;
   }
