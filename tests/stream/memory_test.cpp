@@ -101,7 +101,15 @@ TEST(StreamMemory, PeakRssWithinDensePlusCachePlusKv) {
              r.experts / double(MiB), r.dense / double(MiB), r.arena / double(MiB), r.kv / double(MiB),
              r.grown / double(MiB));
   EXPECT_GE(r.experts, 4 * r.arena) << "the model should be several times larger than the cache";
-  EXPECT_LE(r.grown, r.dense + r.arena + r.kv + kConstant);
+  // Under AddressSanitizer the RSS also holds its shadow memory, one byte per 8 bytes the process touches (the
+  // sanitizer's design); its allocator's quarantine and metadata come on top. On a Zen 5 host that took the ASan
+  // build 0.3 MiB past the bound in 1 of 3 runs (33.8-34.3 MiB grown). The release build checks the bound as it is.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr uint64_t kShadowNum = 9, kShadowDen = 8;
+#else
+  constexpr uint64_t kShadowNum = 1, kShadowDen = 1;
+#endif
+  EXPECT_LE(r.grown, (r.dense + r.arena + r.kv + kConstant) * kShadowNum / kShadowDen);
 }
 
 }  // namespace
