@@ -113,8 +113,8 @@ moetier::util::ThreadPool& pool(int threads) {
 // may see a 300 MiB L3).
 // hot: one copy, multiplied again and again, so it stays in cache: the kernel's compute ceiling, which must be
 // well above the read bandwidth for a DRAM-bound product to reach it.
-// layout rows16: the weights repacked at setup (quant/repack.h), as the engine holds its Q8_0, Q4_K, Q5_K and Q6_K
-// matrices where this CPU has the kernels (registered only there).
+// layout rows16: the weights repacked at setup (quant/repack.h), as the engine holds its Q8_0, Q4_K, Q5_K, Q6_K and
+// MXFP4 matrices where this CPU has the kernels (registered only there).
 void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool reference,
                quant::ActivationRounding rounding, bool hot, quant::WeightLayout layout) {
   const int threads = static_cast<int>(state.range(0));
@@ -417,7 +417,7 @@ int register_all() {
   // The rows16 layout where this CPU reads it (TYPE.rows16 in the names): the same products from repacked weights.
   constexpr auto kRows16 = quant::WeightLayout::rows16;
   const auto match = quant::ActivationRounding::match_ggml;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
     if (!quant::kernels::has_rows16_kernel(t)) continue;
     const std::string type = std::string(quant::type_name(t)) + ".rows16/";
     for (const Shape& s : shapes) {
@@ -436,18 +436,20 @@ int register_all() {
           ->Arg(1)->Arg(2)->UseRealTime();
     }
   }
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
     if (!quant::kernels::has_rows16_kernel(t)) continue;
+    const bool gpt_oss = t == GgmlType::MXFP4;  // its experts' shape: 2880 x 2880
+    const int64_t rows = gpt_oss ? 2880 : 2048, cols = gpt_oss ? 2880 : 4096;
     for (const bool prefetch : {false, true}) {
-      const std::string name = "Rows16Prefetch/" + std::string(quant::type_name(t)) + "/2048x4096/" +
-                               (prefetch ? "on" : "off");
-      benchmark::RegisterBenchmark(name.c_str(), BM_Rows16Prefetch, t, 2048, 4096, prefetch)
+      const std::string name = "Rows16Prefetch/" + std::string(quant::type_name(t)) + "/" + std::to_string(rows) +
+                               "x" + std::to_string(cols) + "/" + (prefetch ? "on" : "off");
+      benchmark::RegisterBenchmark(name.c_str(), BM_Rows16Prefetch, t, rows, cols, prefetch)
           ->Arg(1)->Arg(2)->UseRealTime();
     }
   }
   // The load's repack, from DRAM (151 MB of Q4_K, 285 MB of Q8_0: past cold_bytes' 128 MiB): a Qwen3-30B-A3B gate
   // stack (128 experts) is 98304 x 2048.
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
     if (!quant::kernels::has_rows16_kernel(t)) continue;
     for (const bool fresh : {false, true}) {
       for (const bool fast : {false, true}) {

@@ -11,7 +11,7 @@ namespace moetier::quant {
 
 bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols) {
   const int64_t block =
-      type == GgmlType::Q8_0                                                                 ? kQK
+      type == GgmlType::Q8_0 || type == GgmlType::MXFP4                                      ? kQK
       : type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ? kQK_K
                                                                                    : 0;
   return block > 0 && rows > 0 && rows % kRows16 == 0 && cols > 0 && cols % block == 0;
@@ -31,6 +31,19 @@ void repack_q8_0(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, ui
           out[32 + 64 * q + 4 * l + j] = static_cast<uint8_t>(static_cast<uint8_t>(blk.qs[4 * q + j]) ^ 0x80u);
         }
       }
+    }
+  }
+}
+
+// qs dword i of a row's block to lane l of vector i, its exponent to byte l after the 4 vectors.
+void repack_mxfp4(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, uint8_t* out) {
+  static_assert(sizeof(BlockMXFP4) * kRows16 == kRows16Mxfp4BlockBytes && sizeof(BlockMXFP4{}.qs) == 16);
+  for (int64_t b = 0; b < nb; ++b, out += kRows16Mxfp4BlockBytes) {
+    for (int64_t l = 0; l < kRows16; ++l) {
+      const uint8_t* blk =
+          src + static_cast<size_t>(g * kRows16 + l) * row_bytes + static_cast<size_t>(b) * sizeof(BlockMXFP4);
+      for (int i = 0; i < 4; ++i) std::memcpy(out + 64 * i + 4 * l, blk + offsetof(BlockMXFP4, qs) + 4 * i, 4);
+      out[kRows16Mxfp4EAt + l] = blk[offsetof(BlockMXFP4, e)];
     }
   }
 }
@@ -89,7 +102,7 @@ void repack_q6_k(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, ui
 void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
                    uint8_t* dst) {
   assert(g0 <= g1 && rows16_layout_fits(type, kRows16, cols));
-  const int64_t nb = cols / (type == GgmlType::Q8_0 ? kQK : kQK_K);
+  const int64_t nb = cols / (type == GgmlType::Q8_0 || type == GgmlType::MXFP4 ? kQK : kQK_K);
   assert(row_bytes == quant::row_bytes(type, cols));
   for (int64_t g = g0; g < g1; ++g) {
     uint8_t* out = dst + static_cast<size_t>(g) * kRows16 * row_bytes;
@@ -97,6 +110,7 @@ void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t 
       case GgmlType::Q8_0: repack_q8_0(src, row_bytes, nb, g, out); break;
       case GgmlType::Q4_K: repack_q45_k<BlockQ4_K>(src, row_bytes, nb, g, out); break;
       case GgmlType::Q5_K: repack_q45_k<BlockQ5_K>(src, row_bytes, nb, g, out); break;
+      case GgmlType::MXFP4: repack_mxfp4(src, row_bytes, nb, g, out); break;
       default: repack_q6_k(src, row_bytes, nb, g, out); break;
     }
   }

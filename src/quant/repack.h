@@ -1,6 +1,6 @@
 // Weight layouts other than the GGUF file's, made at load for the kernels that read them faster.
 //
-// rows16 ("16 rows in the lanes"), Q8_0, Q4_K, Q5_K and Q6_K: the rows in groups of 16, each group's blocks one
+// rows16 ("16 rows in the lanes"), Q8_0, Q4_K, Q5_K, Q6_K and MXFP4: the rows in groups of 16, each group's blocks one
 // after the other, each block the 16 rows' GGUF blocks rearranged so that a 512-bit vector holds the same 4 bytes
 // of each of the 16 rows, row r in 32-bit lane r:
 // Q8_0, 544 bytes per block of 32 columns (as 16 GGUF blocks of 34):
@@ -28,14 +28,19 @@
 //                 + 96 + 4i ..): the three that make the codes of lanes i and i + 8 of the one-token kernel's sums
 //                 (int8_rows16-inl.h), in the order it reads them
 //   [3328, 3360)  fp16 d of rows 0..15 of the group (row order)
+// MXFP4, 272 bytes per block of 32 columns (as 16 GGUF blocks of 17; BlockMXFP4: the E8M0 exponent e, then qs):
+//   [0, 256)      4 vectors of the codes: vector i holds qs bytes 4i .. 4i + 3 of each row (low nibbles: elements
+//                 4i .., high nibbles: elements 16 + 4i ..)
+//   [256, 272)    e of rows 0..15 of the group (row order)
 // A 512-bit vector then holds one quad of 16 rows, one row per 32-bit lane, and vpdpbusd (u8 x s8) multiplies it
 // with one token's 4 activation codes broadcast to every lane: 64 products per instruction with the rows' sums in
 // the lanes, where the GGUF layout puts a row's codes in one vector and needs a horizontal sum per row, and the
 // token tiles (int8_vnni512-inl.h) transpose 16 rows' blocks in registers. For Q8_0 the offset's share, 128 times
-// the activations' quad sum, is the same for every row (Q8Rows::quad_bias). Same size as the GGUF bytes; the
-// integer sums, and so the kernels' results, are the GGUF layout kernels' bit for bit (int8_rows16-inl.h says
-// why). A repacked matrix lives in memory the engine owns (never the file's mapping) and feeds only the CPU's
-// integer kernels: the scalar reference, the float kernels and the GPU read the GGUF layout.
+// the activations' quad sum, is the same for every row (Q8Rows::quad_bias); for MXFP4, whose kernels make its codes
+// unsigned too, 12 times a block's activation sum (Q8Rows::sums). Same size as the GGUF bytes; the integer sums, and
+// so the kernels' results, are the GGUF layout kernels' bit for bit (int8_rows16-inl.h says why). A repacked matrix
+// lives in memory the engine owns (never the file's mapping) and feeds only the CPU's integer kernels: the scalar
+// reference, the float kernels and the GPU read the GGUF layout.
 #pragma once
 
 #include <cstddef>
@@ -56,6 +61,8 @@ inline constexpr size_t kRows16Q5KNibblesAt = 768;    // Q5_K: where its 32 nibb
 inline constexpr size_t kRows16Q6KBlockBytes = 3360;  // Q6_K: one 256-column block of a group (scales, codes, d)
 inline constexpr size_t kRows16Q6KCodesAt = 256;   // Q6_K: where a group block's code vectors start
 inline constexpr size_t kRows16Q6KDAt = 3328;      // Q6_K: where a group block's 16 fp16 d start
+inline constexpr size_t kRows16Mxfp4BlockBytes = 272;  // MXFP4: one 32-column block of a group: codes, exponents
+inline constexpr size_t kRows16Mxfp4EAt = 256;         // MXFP4: where a group block's 16 exponent bytes start
 
 // The position (0..31) among a Q4_K block's nibble vectors of qs dword i (i < 8) of part p (p < 4): in order of lane
 // pair l = 4 (i / 4) + 2 (p % 2) + (i % 4) / 2, then 2 (p / 2) + i % 2.
@@ -63,16 +70,17 @@ inline constexpr int q4k_rows16_vector(int p, int i) {
   return 4 * (4 * (i / 4) + 2 * (p % 2) + (i % 4) / 2) + 2 * (p / 2) + i % 2;
 }
 
-// Whether a matrix of this type and shape can take the rows16 layout: Q8_0, Q4_K, Q5_K or Q6_K, rows a multiple of 16
-// (cols are a multiple of the block's for any such matrix). Says nothing about the CPU: kernels::has_rows16_kernel
-// does.
+// Whether a matrix of this type and shape can take the rows16 layout: Q8_0, Q4_K, Q5_K, Q6_K or MXFP4, rows a multiple
+// of 16 (cols are a multiple of the block's for any such matrix). Says nothing about the CPU:
+// kernels::has_rows16_kernel does.
 bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols);
 
-// Writes groups [g0, g1) (rows 16 g0 .. 16 g1 - 1) of the rows16 layout of a GGUF Q8_0, Q4_K, Q5_K or Q6_K matrix: src
-// is the matrix's GGUF bytes (row r at src + r * row_bytes, row_bytes = cols / block columns * block bytes), dst the
-// whole repacked matrix (the same size; group g at dst + g * 16 * row_bytes). Requires rows16_layout_fits
-// (asserted). Thread-safe for disjoint group ranges. Scalar, 4 bytes at a time: the specification of the bytes;
-// kernels::repack_rows16 (quant/kernels/int8_kernels.h) writes the same ones faster, and is what the engine calls.
+// Writes groups [g0, g1) (rows 16 g0 .. 16 g1 - 1) of the rows16 layout of a GGUF Q8_0, Q4_K, Q5_K, Q6_K or MXFP4
+// matrix: src is the matrix's GGUF bytes (row r at src + r * row_bytes, row_bytes = cols / block columns * block
+// bytes), dst the whole repacked matrix (the same size; group g at dst + g * 16 * row_bytes). Requires
+// rows16_layout_fits (asserted). Thread-safe for disjoint group ranges. Scalar, 4 bytes at a time: the specification of
+// the bytes; kernels::repack_rows16 (quant/kernels/int8_kernels.h) writes the same ones faster, and is what the engine
+// calls.
 void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
                    uint8_t* dst);
 

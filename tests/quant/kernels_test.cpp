@@ -784,7 +784,7 @@ TEST(MatmulKernels, TokenTilesAgreeBitForBitOnEveryTarget) {
 // token and block, one exact integer sum of weight codes times activation codes, and add it with one rounding step:
 // acc = fma(float(isum), d_w * d_x, acc) over the blocks in order. Checked bit for bit against that formula written
 // out in scalar code, from the activations the kernels quantized, for each type and target that takes the tiles
-// (Q8_0 only on AVX512-VNNI), including the rows16 layout of Q8_0.
+// (Q8_0 only on AVX512-VNNI), including the rows16 layouts of Q8_0 and MXFP4.
 TEST(MatmulKernels, BlockTilesAddOneRoundedBlockSumAtATime) {
   std::mt19937 rng(37);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -866,6 +866,74 @@ TEST(MatmulKernels, BlockTilesAddOneRoundedBlockSumAtATime) {
     hwy::SetSupportedTargetsForTest(0);  // compiled_targets() lists only the supported ones
   }
   if (checked == 0) GTEST_SKIP() << "no target on this CPU takes token tiles for 32-block types";
+}
+
+// One token of MXFP4 on AVX512-VNNI where 512-bit operations run whole (Mxfp4Rows512, and the rows16 layout's
+// Mxfp4OneTokenGroups): per row, each block's exact integer sum converted once and added with one rounding step
+// into chain b % 16, acc[b % 16] = fma(float(isum), d_w * d_x, acc[b % 16]) over the blocks in order, then the 16
+// chains added in halves (j and j + 8, then j + 4, j + 2, j + 1). Checked bit for bit against that formula written out
+// in scalar code, from the activations the kernels quantized: the GGUF layout (two streams of rows, and one) and the
+// rows16 one (with its software prefetch, and without), at gpt-oss's 2880 columns (5 chunks of 16 blocks and 10
+// more), 17 blocks (a lone block in the last chunk) and 3.
+TEST(MatmulKernels, OneTokenMxfp4AddsBlockSumsInSixteenChains) {
+  if (!kernels::has_rows16_kernel(GgmlType::MXFP4)) {
+    GTEST_SKIP() << "MXFP4's one-token kernels sum this way only with AVX512-VNNI where 512-bit operations run whole ("
+                 << kernels::int8_kernels_name() << ")";
+  }
+  std::mt19937 rng(38);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t rows = 37;
+  for (const int64_t cols : {2880, 544, 96}) {
+    const int64_t nb = cols / 32;
+    std::vector<float> x(static_cast<size_t>(cols));  // [1, cols]
+    for (auto& v : x) v = normal(rng);
+    const auto wb = random_matrix(GgmlType::MXFP4, rows, cols, rng);
+    const size_t rb = row_bytes(GgmlType::MXFP4, cols);
+    std::vector<int8_t> q(static_cast<size_t>(cols));
+    std::vector<float> d(static_cast<size_t>(nb));
+    std::vector<int16_t> sums(static_cast<size_t>(cols / 16));
+    const kernels::Q8Rows xq{kernels::q8_format(GgmlType::MXFP4), cols, q.data(), d.data(), sums.data()};
+    kernels::quantize_q8_row(x.data(), 0, xq);
+    std::vector<float> want(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc[16] = {};
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = wb.data() + static_cast<size_t>(r) * rb + static_cast<size_t>(b) * sizeof(BlockMXFP4);
+        int32_t isum = 0;
+        for (int j = 0; j < 32; ++j) {
+          const int code = blk[offsetof(BlockMXFP4, qs) + j % 16] >> (j < 16 ? 0 : 4) & 15;
+          isum += kMxfp4DoubledValues[code] * q[static_cast<size_t>(b * 32 + j)];
+        }
+        float& a = acc[b % 16];
+        a = std::fma(static_cast<float>(isum), e8m0_to_fp32_half(blk[offsetof(BlockMXFP4, e)]) * d[b], a);
+      }
+      for (int half = 8; half >= 1; half /= 2) {
+        for (int j = 0; j < half; ++j) acc[j] = acc[j] + acc[j + half];
+      }
+      want[static_cast<size_t>(r)] = acc[0];
+    }
+    std::vector<uint8_t> r16(rb * 32);  // the first 32 rows repacked
+    repack_rows16(GgmlType::MXFP4, wb.data(), rb, cols, 0, 2, r16.data());
+    for (const bool rows16 : {false, true}) {
+      for (const int one_stream : {0, 1}) {
+        kernels::set_one_stream_rows_for_test(one_stream);
+        kernels::set_rows16_prefetch_for_test(one_stream);
+        const int64_t n_rows = rows16 ? 32 : rows;
+        const WeightView w{GgmlType::MXFP4, rows16 ? r16.data() : wb.data(), n_rows, cols, rb, Memory::host,
+                           rows16 ? WeightLayout::rows16 : WeightLayout::gguf};
+        MatmulScratch mm(cols, 1, ActivationRounding::match_ggml);
+        std::vector<float> y(static_cast<size_t>(n_rows), NAN);
+        matmul(w, x.data(), y.data(), 1, mm);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          EXPECT_EQ(0, std::memcmp(&y[static_cast<size_t>(r)], &want[static_cast<size_t>(r)], sizeof(float)))
+              << (rows16 ? "rows16" : "GGUF") << " " << cols << " columns, row " << r << ": " << y[r] << " vs "
+              << want[r] << (one_stream ? ", rows one at a time (rows16: prefetched)" : "");
+        }
+      }
+      kernels::set_one_stream_rows_for_test(-1);
+      kernels::set_rows16_prefetch_for_test(-1);
+    }
+  }
 }
 
 // The attention softmax against double precision on every target: rows around the vector widths (the partial

@@ -1,6 +1,6 @@
-// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0, Q4_K, Q5_K or Q6_K matrix goes, and the kernels
-// that read it (int8_rows16-inl.h) give the GGUF-layout kernels' results bit for bit, for one token and several (and
-// a prompt's one), any split of the rows over threads, and beside GGUF-layout products in one call.
+// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0, Q4_K, Q5_K, Q6_K or MXFP4 matrix goes, and the
+// kernels that read it (int8_rows16-inl.h) give the GGUF-layout kernels' results bit for bit, for one token and
+// several (and a prompt's one), any split of the rows over threads, and beside GGUF-layout products in one call.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -20,15 +20,26 @@
 namespace moetier::quant {
 namespace {
 
-// Random rows of a Q8_0, Q4_K, Q5_K or Q6_K matrix: every byte random (Q8_0 codes down to -128, Q4_K and Q5_K
+// Random rows of a Q8_0, Q4_K, Q5_K, Q6_K or MXFP4 matrix: every byte random (Q8_0 codes down to -128, Q4_K and Q5_K
 // scales and mins, Q5_K fifth bits, Q6_K int8 scales down to -128, all nibbles), then each block's fp16 fields
 // (Q8_0 and Q6_K d, Q4_K and Q5_K d and dmin)
-// +-[2^-10, 2^-4] (a negative dmin included: the kernels must not assume the quantizer's signs).
-std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+// +-[2^-10, 2^-4] (a negative dmin included: the kernels must not assume the quantizer's signs), or MXFP4's
+// exponent: 0 to 3 (the subnormal scales 2^-128, 2^-127 and the first normal ones) or 100 to 135 (2^-28 to 2^7),
+// which keep the products finite; all_exponents: every exponent 0 to 255 in turn instead.
+std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng,
+                                   bool all_exponents = false) {
   std::vector<uint8_t> m(row_bytes(type, cols) * static_cast<size_t>(rows));
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> mag(1.0f / 1024, 1.0f / 16);
   for (auto& b : m) b = static_cast<uint8_t>(byte(rng));
+  if (type == GgmlType::MXFP4) {
+    std::uniform_int_distribution<int> exponent(96, 135);
+    for (size_t at = 0, n = 0; at < m.size(); at += sizeof(BlockMXFP4), ++n) {
+      const int e = exponent(rng);
+      m[at + offsetof(BlockMXFP4, e)] = static_cast<uint8_t>(all_exponents ? n % 256 : e < 100 ? e - 96 : e);
+    }
+    return m;
+  }
   static_assert(offsetof(BlockQ5_K, d) == offsetof(BlockQ4_K, d) &&
                 offsetof(BlockQ5_K, dmin) == offsetof(BlockQ4_K, dmin));
   const std::vector<size_t> fields =
@@ -77,7 +88,7 @@ struct TwoMatrices {
 // The types with a rows16 layout, each where this CPU has its kernel.
 std::vector<GgmlType> rows16_types() {
   std::vector<GgmlType> t;
-  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
     if (kernels::has_rows16_kernel(type)) t.push_back(type);
   }
   return t;
@@ -101,7 +112,7 @@ void for_each_block(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng
   }
 }
 
-TEST(Rows16, LayoutFitsQ8_0AndQ4_KToQ6_KInGroupsOf16Rows) {
+TEST(Rows16, LayoutFitsQ8_0Q4_KToQ6_KAndMXFP4InGroupsOf16Rows) {
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 16, 32));
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 2880, 2880));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q8_0, 24, 32));
@@ -116,10 +127,15 @@ TEST(Rows16, LayoutFitsQ8_0AndQ4_KToQ6_KInGroupsOf16Rows) {
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q5_K, 16, 256));
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q5_K, 2048, 768));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q5_K, 40, 256));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::MXFP4, 16, 32));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::MXFP4, 2880, 2880));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::MXFP4, 8, 32));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::IQ4_XS, 16, 256));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q3_K, 16, 256));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::F16, 16, 32));
   static_assert(kRows16BlockBytes == 16 * sizeof(BlockQ8_0) && kRows16Q4KBlockBytes == 16 * sizeof(BlockQ4_K) &&
-                kRows16Q5KBlockBytes == 16 * sizeof(BlockQ5_K) && kRows16Q6KBlockBytes == 16 * sizeof(BlockQ6_K));
+                kRows16Q5KBlockBytes == 16 * sizeof(BlockQ5_K) && kRows16Q6KBlockBytes == 16 * sizeof(BlockQ6_K) &&
+                kRows16Mxfp4BlockBytes == 16 * sizeof(BlockMXFP4));
 }
 
 TEST(Rows16, EveryByteGoesWhereTheLayoutSays) {
@@ -183,6 +199,17 @@ TEST(Rows16, EveryQ6_KByteGoesWhereTheLayoutSays) {
   });
 }
 
+TEST(Rows16, EveryMXFP4ByteGoesWhereTheLayoutSays) {
+  std::mt19937 rng(8);
+  for_each_block(GgmlType::MXFP4, 32, 96, rng, [](const uint8_t* src, const uint8_t* blk, auto r, auto b, auto l) {
+    for (int i = 0; i < 4; ++i) {  // the codes: qs bytes 4i .. 4i + 3 in lane l of vector i
+      ASSERT_EQ(0, std::memcmp(blk + 64 * i + 4 * l, src + offsetof(BlockMXFP4, qs) + 4 * i, 4))
+          << "qs dword " << i << " of row " << r << " block " << b;
+    }
+    ASSERT_EQ(blk[kRows16Mxfp4EAt + l], src[offsetof(BlockMXFP4, e)]) << "exponent of row " << r << " block " << b;
+  });
+}
+
 // kernels::repack_rows16 (AVX-512 gathers and stores where this CPU has the rows16 kernels) writes the bytes of the
 // scalar specification, quant::repack_rows16, and nothing else: every type, one block to several, a range of groups
 // that does not start at 0, the destination 64-byte aligned (full-line stores) and not. (The gathers' reads are not
@@ -194,7 +221,8 @@ TEST(Rows16, FastRepackWritesTheSpecificationsBytes) {
   std::mt19937 rng(13);
   for (const GgmlType type : rows16_types()) {
     const std::vector<int64_t> widths =
-        type == GgmlType::Q8_0 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 768, 2048};
+        traits(type).block_size == 32 ? std::vector<int64_t>{32, 96, 512, 544, 2880}
+                                      : std::vector<int64_t>{256, 768, 2048};
     for (const int64_t cols : widths) {
       constexpr int64_t rows = 48;
       const std::vector<uint8_t> gguf = random_matrix(type, rows, cols, rng);
@@ -256,12 +284,16 @@ TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
     // Q8_0 from one block of 32 to gpt-oss's 2880 columns; the K-quants from one block of 256 (an odd last block
     // alone), two, three (pairs and an odd last one: a down projection's 768) to Qwen3's 2048.
     const std::vector<int64_t> widths =
-        type == GgmlType::Q8_0 ? std::vector<int64_t>{32, 96, 2880} : std::vector<int64_t>{256, 512, 768, 2048};
+        traits(type).block_size == 32 ? std::vector<int64_t>{32, 96, 512, 544, 2880}
+                                      : std::vector<int64_t>{256, 512, 768, 2048};
     // The file layout's one-token kernels read rows one at a time or two side by side (one_stream_rows): the
     // same bits either way, and so the repacked ones', which ask for their bytes ahead or not (rows16_prefetch).
-    for (const int one_stream : {0, 1}) {
-      kernels::set_one_stream_rows_for_test(one_stream);
-      kernels::set_rows16_prefetch_for_test(1 - one_stream);
+    // Where the CPU splits 512-bit operations (splits_512bit_ops) MXFP4 has no rows16 kernel, and is not repacked.
+    for (const int mode : {0, 1}) {
+      kernels::set_one_stream_rows_for_test(mode);
+      kernels::set_rows16_prefetch_for_test(1 - mode);
+      kernels::set_512bit_split_for_test(mode);
+      if (!kernels::has_rows16_kernel(type)) continue;
       for (const int64_t n_tok : {1, 2, 3, 4, 5, 8, 9}) {
         for (const int64_t rows : {16, 48, 64}) {
           for (const int64_t cols : widths) expect_same_bits(type, rows, cols, n_tok, 1, rng);
@@ -271,11 +303,38 @@ TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
       // Large enough to be split over the threads, in chunks of whole groups.
       for (const int threads : {2, 3}) {
         expect_same_bits(type, 2048, 512, 1, threads, rng);
-        expect_same_bits(type, 512, type == GgmlType::Q8_0 ? 2880 : 2048, 3, threads, rng);
+        expect_same_bits(type, 512, traits(type).block_size == 32 ? 2880 : 2048, 3, threads, rng);
       }
     }
     kernels::set_one_stream_rows_for_test(-1);
     kernels::set_rows16_prefetch_for_test(-1);
+    kernels::set_512bit_split_for_test(-1);
+  }
+}
+
+// MXFP4's scales, which the repacked kernels build from the exponent bits where the GGUF layout's read a table: every
+// exponent 0 to 255 (the subnormal 2^-128 and 2^-127 included, and products that overflow), one token and several.
+// Bit for bit, infinities and NaNs included.
+TEST(Rows16, Mxfp4KernelsGiveTheGgufLayoutsBitsForEveryExponent) {
+  if (!kernels::has_rows16_kernel(GgmlType::MXFP4)) {
+    GTEST_SKIP() << "no rows16 MXFP4 kernel on this CPU (" << kernels::int8_kernels_name() << ")";
+  }
+  std::mt19937 rng(12);
+  const int64_t rows = 32, cols = 512;  // 16 blocks a row: every exponent once in the 256 blocks of each group
+  const std::vector<uint8_t> gguf = random_matrix(GgmlType::MXFP4, rows, cols, rng, true);
+  const std::vector<uint8_t> r16 = repacked(GgmlType::MXFP4, gguf, rows, cols);
+  const size_t rb = row_bytes(GgmlType::MXFP4, cols);
+  WeightView a{GgmlType::MXFP4, gguf.data(), rows, cols, rb};
+  WeightView b = a;
+  b.data = r16.data();
+  b.layout = WeightLayout::rows16;
+  for (const int64_t n_tok : {1, 3}) {
+    const std::vector<float> x = random_x(n_tok * cols, rng);
+    MatmulScratch scratch(cols, n_tok, ActivationRounding::match_ggml);
+    std::vector<float> ya(static_cast<size_t>(n_tok * rows), 0.0f), yb(ya.size(), 1.0f);
+    matmul(a, x.data(), ya.data(), n_tok, scratch);
+    matmul(b, x.data(), yb.data(), n_tok, scratch);
+    EXPECT_EQ(0, std::memcmp(ya.data(), yb.data(), sizeof(float) * ya.size())) << n_tok << " tokens";
   }
 }
 

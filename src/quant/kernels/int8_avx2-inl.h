@@ -1234,24 +1234,39 @@ HWY_INLINE void Block32Rows(const uint8_t* const (&rows)[R], size_t row_bytes, c
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
-// One token of R MXFP4 rows (offset codes, MXFP4Tokens) in 512-bit vectors, two blocks A, B (b, b + 1) of a row
-// at a time. A's 16 code bytes broadcast to the low half of a vector and B's to the high half by the loads
-// themselves, shifted by 0 / 4 bits per 128-bit lane (vpsrlvq), give A's 32 codes and B's side by side, which one
-// vpermb (bits 4-5 of its index, the neighbouring nibble's, pick the same value: the table is in each 16 bytes)
-// turns into offset codes; the two blocks' 64 activation codes, quad offsets and scales are one load each. Per
-// pair of blocks and row that is eight vector operations where Block32Rows takes twelve. A row's lanes 0-7 sum its
-// even blocks and 8-15 its odd ones, added at the end. bench_matvec GB/s, Block32Rows -> this, medians of 6-10
-// runs interleaved in one process (a toggle read by the kernel), three to five sessions on a noisy 2-vCPU 2.1 GHz
-// Xeon (Emerald Rapids): MatvecHot/MXFP4/768x2048 at 1 thread 11.8 -> 14.5, 8.7 -> 11.3, 8.5 -> 12.6, at 2
-// threads 17.4 -> 23.1, 13.8 -> 19.6, 16.6 -> 22.4; Matvec/MXFP4/2880x2880 (gpt-oss) at 2 threads 19.8 -> 22.3,
-// 17.2 -> 18.3, 16.1 -> 20.6; 2048x4096 18.8 -> 21.6, 15.8 -> 18.1; 2048x768 (0.8 MB a product, short enough
-// for the noise to rule) 19.3 -> 17.3, 15.9 -> 17.9, 13.5 -> 12.9, 15.0 -> 18.4. Eight rows at a time instead of
-// four: no faster (mixed, within the noise). rows, y as Block32Rows. On Zen 4, which runs a 512-bit operation as
-// two 256-bit halves, the opposite holds, so Block32OneToken keeps Block32Rows there (splits_512bit_ops): a 2-vCPU
-// AMD EPYC, 4 alternating runs, this -> Block32Rows, GB/s: MatvecHot/MXFP4/768x2048 at 1 thread 15.3-16.2 ->
-// 20.5-22.7, at 2 threads 27.8-29.8 -> 36.9-40.3; Matvec/MXFP4/2880x2880 at 2 threads 24.1-27.4 -> 28.2-30.6.
-// (Q4KRows512 and Q6KRow512 stay faster than the 256-bit rows there: MatvecHot/Q4_K/768x2048 at 1 thread 18.1-19.6
-// in 256 bits against 21.1-21.7, Q6_K 25.8-26.4 against 29.0-29.3.)
+// e8m0_to_fp32_half (quant/e8m0.h) of 16 exponent bytes (the low 16 bytes of e8), built in integers: (e - 1) << 23,
+// or (1 << 21) << e for the subnormals of e < 2. The same floats as the table kE8M0Half, with no gather: for the 16
+// blocks of a chunk of a row (Mxfp4Rows512) and for a rows16 block's 16 rows (vnni512::Rows16Mxfp4Scales).
+HWY_INLINE __m512 E8M0HalfScales(__m128i e8) {
+  const __m512i e = _mm512_cvtepu8_epi32(e8);
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __mmask16 subnormal = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  return _mm512_castsi512_ps(_mm512_mask_sllv_epi32(normal, subnormal, _mm512_set1_epi32(1 << 21), e));
+}
+
+// One token of R MXFP4 rows (offset codes, MXFP4Tokens) in 512-bit vectors, in chunks of 16 blocks of each row.
+// The sum of a row: per block b one exact int32 sum i_b of its 32 products, converted once and added by one fused
+// multiply-add into chain b % 16, acc_{b % 16} = fma(d_b * dx_b, i_b, acc_{b % 16}) in block order, then the 16
+// chains added in halves as _mm512_reduce_add_ps adds its lanes (j and j + 8, then j + 4, j + 2, j + 1). The rows16
+// kernel (Mxfp4OneTokenGroups) keeps the 16 chains of 16 rows in 16 registers and so sums the same way at one
+// conversion and one multiply-add per block of 16 rows, where summing quad lanes (this kernel's former order, and
+// Block32Rows') took 8 of each. Both forms of the codes (offset, or signed where the caller gave no pair sums) come
+// here, so the result does not depend on which the caller chose.
+// Per pair of blocks A, B (b, b + 1) of a row: A's 16 code bytes broadcast to the low half of a vector and B's to
+// the high half by the loads themselves, shifted by 0 / 4 bits per 128-bit lane (vpsrlvq), give A's 32 codes and
+// B's side by side, which one vpermb (bits 4-5 of its index, the neighbouring nibble's, pick the same value: the
+// table is in each 16 bytes) turns into offset codes, and one vpdpbusd with the pair's 64 activation codes makes 16
+// quad sums, 8 per block. The 8 pairs' quad sums of a chunk are added into its 16 block sums by a tree of 21 shuffles
+// and adds and one vpermd, less the offset's share (12 times each block's activation sum, from Q8Rows::sums: once
+// per chunk for all R rows); the chunk's 16 scales come from its exponent bytes by 4 loads and 2 vpermt2b
+// (E8M0HalfScales). About 4.5 vector operations per block and row, where the former order took 6 (per block two
+// scale loads, a multiply, a conversion and a multiply-add, and per pair the quad offsets' load and vpmaddwd).
+// bench_matvec MatvecHot/MXFP4/768x2048 on a 2-vCPU AMD EPYC of family 1Ah (Zen 5), 3 alternating runs, former order
+// -> this, GB/s at 1 / 2 threads: 26.5-27.0 / 38.7-39.1 -> 27.2-27.3 / 43.4-44.5.
+// On Zen 4, which runs a 512-bit operation as two 256-bit halves, Block32OneToken keeps Block32Rows
+// (splits_512bit_ops): with the former order of this kernel, a 2-vCPU AMD EPYC, 4 alternating runs, this ->
+// Block32Rows, GB/s: MatvecHot/MXFP4/768x2048 at 1 thread 15.3-16.2 -> 20.5-22.7, at 2 threads 27.8-29.8 ->
+// 36.9-40.3. rows, y as Block32Rows.
 template <size_t R>
 HWY_INLINE void Mxfp4Rows512(const uint8_t* const (&rows)[R], size_t row_bytes, const Q8Rows& x,
                              float* const (&y)[R]) {
@@ -1262,34 +1277,87 @@ HWY_INLINE void Mxfp4Rows512(const uint8_t* const (&rows)[R], size_t row_bytes, 
   const size_t ahead = RowsAhead(kRun * row_bytes);
   const __m512i tbl = _mm512_broadcast_i32x4(_mm256_castsi256_si128(W::Table()));
   const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
-  const __m512i minus1 = _mm512_set1_epi16(-1);
+  const __m512i offset = _mm512_set1_epi16(W::kOffset);
+  // The exponent bytes of a chunk's 16 blocks, kB apart: from its first 256 bytes (blocks 0-7 in bytes 0-119,
+  // 8-15 in 136-255), two vpermt2b of two loads each.
+  alignas(64) static constexpr uint8_t kExpLo[64] = {0, 17, 34, 51, 68, 85, 102, 119};
+  alignas(64) static constexpr uint8_t kExpHi[64] = {0, 0, 0, 0, 0, 0, 0, 0, 8, 25, 42, 59, 76, 93, 110, 127};
+  const __m512i exp_lo = _mm512_load_si512(kExpLo), exp_hi = _mm512_load_si512(kExpHi);
   const auto codes = [](const uint8_t* p) HWY_ATTR { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
-  const auto scale = [](const uint8_t* blk) HWY_ATTR { return _mm_load_ss(&kE8M0Half[blk[0]]); };
   __m512 acc[R];
   for (size_t r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  // Blocks b, b + 1 (both = false: b alone, the high half's activation codes zero, the next block's bytes not read).
-  const auto pair = [&](int64_t b, bool both) HWY_ATTR {
-    const __mmask16 hi = both ? 0xff00 : 0;
-    const __m512i xq = _mm512_maskz_loadu_epi8(both ? ~__mmask64{0} : 0xffffffffu, x.q + b * 32);
-    const __m512i xc = _mm512_madd_epi16(_mm512_maskz_loadu_epi16(both ? ~__mmask32{0} : 0xffffu, x.c + b * 16),
-                                         minus1);  // the offset's share of each quad, negated: each lane's start
-    const __m512 dx = _mm512_mask_broadcastss_ps(_mm512_set1_ps(x.d[b]), hi, _mm_load_ss(x.d + (both ? b + 1 : b)));
-    for (size_t r = 0; r < R; ++r) {
-      const uint8_t* blk = rows[r] + static_cast<size_t>(b) * kB;
-      const uint8_t* next = both ? blk + kB : blk;
-      const __m512i q = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(codes(blk + offsetof(BlockMXFP4, qs))),
-                                                    hi, codes(next + offsetof(BlockMXFP4, qs)));
-      const __m512i w = _mm512_permutexvar_epi8(_mm512_srlv_epi64(q, shifts), tbl);
-      const __m512 d = _mm512_mask_broadcastss_ps(_mm512_broadcastss_ps(scale(blk)), hi, scale(next));
-      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(DpBusd(xc, w, xq)), acc[r]);
+  for (int64_t c = 0; c < nb; c += 16) {
+    const int64_t m = std::min<int64_t>(16, nb - c);  // blocks in this chunk
+    const __mmask16 present = static_cast<__mmask16>((1u << m) - 1);
+    // The codes' offset times each block's activation sum (its two sums of 16), taken off its sum once per row.
+    const __m512i off = _mm512_madd_epi16(
+        _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << (2 * m)) - 1), x.sums + 2 * c), offset);
+    // Quad sums of pair p of each row (p < 8), added up the tree as they come: level 1 after odd p, level 2
+    // after p = 3 and 7, level 3 after 7.
+    __m512i q1[R], q2[R], q3[R], sums[R];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const int64_t b = c + 2 * p;
+      __m512i pq[R];
+      if (2 * p < m) {
+        const bool both = 2 * p + 1 < m;  // else b alone: the high half's activation codes zero, B's bytes not read
+        const __mmask16 hi = both ? 0xff00 : 0;
+        for (size_t r = 0; r < R; r += kRun) PrefetchNextRows(rows[r], ahead, 2 * kRun * kB, b / 2);
+        const __m512i xq = _mm512_maskz_loadu_epi8(both ? ~__mmask64{0} : 0xffffffffu, x.q + b * 32);
+        for (size_t r = 0; r < R; ++r) {
+          const uint8_t* blk = rows[r] + static_cast<size_t>(b) * kB;
+          const uint8_t* next = both ? blk + kB : blk;
+          const __m512i q = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(codes(blk + offsetof(BlockMXFP4, qs))),
+                                                        hi, codes(next + offsetof(BlockMXFP4, qs)));
+          pq[r] = DpBusd(_mm512_setzero_si512(), _mm512_permutexvar_epi8(_mm512_srlv_epi64(q, shifts), tbl), xq);
+        }
+      } else {
+        for (size_t r = 0; r < R; ++r) pq[r] = _mm512_setzero_si512();
+      }
+      for (size_t r = 0; r < R; ++r) {
+        if (p % 2 == 0) {
+          q1[r] = pq[r];
+          continue;
+        }
+        // Level 1: per 128-bit lane [a0 + a2, b0 + b2, a1 + a3, b1 + b3] of the pairs a = p - 1, b = p.
+        const __m512i l1 = _mm512_add_epi32(_mm512_unpacklo_epi32(q1[r], pq[r]), _mm512_unpackhi_epi32(q1[r], pq[r]));
+        if (p % 4 == 1) {
+          q2[r] = l1;
+          continue;
+        }
+        // Level 2: element k of 128-bit lane L, the sum of pair p - 3 + k's lane L.
+        const __m512i l2 = _mm512_add_epi32(_mm512_unpacklo_epi64(q2[r], l1), _mm512_unpackhi_epi64(q2[r], l1));
+        if (p == 3) {
+          q3[r] = l2;
+          continue;
+        }
+        // Level 3: lanes L0 + L1 (the pairs' first blocks) and L2 + L3 (their second) of pairs 0-3, then of 4-7:
+        // element 4k + j holds block 2j (k = 0), 2j + 1 (1), 8 + 2j (2), 9 + 2j (3); vpermd puts them in order.
+        const __m512i l3 = _mm512_add_epi32(_mm512_shuffle_i32x4(q3[r], l2, _MM_SHUFFLE(2, 0, 2, 0)),
+                                            _mm512_shuffle_i32x4(q3[r], l2, _MM_SHUFFLE(3, 1, 3, 1)));
+        sums[r] = _mm512_sub_epi32(
+            _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), l3), off);
+      }
     }
-  };
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    for (size_t r = 0; r < R; r += kRun) PrefetchNextRows(rows[r], ahead, 2 * kRun * kB, b / 2);
-    pair(b, true);
+    const __m512 dx = _mm512_maskz_loadu_ps(present, x.d + c);
+    const size_t chunk_bytes = static_cast<size_t>(m) * kB;
+    const auto part = [&](size_t i) HWY_ATTR {  // bytes [64 i, 64 i + 64) of the chunk that are in it
+      return chunk_bytes <= 64 * i ? __mmask64{0}
+             : chunk_bytes >= 64 * i + 64 ? ~__mmask64{0}
+                                          : (__mmask64{1} << (chunk_bytes - 64 * i)) - 1;
+    };
+    const __mmask64 m0 = part(0), m1 = part(1), m2 = part(2), m3 = part(3);
+    for (size_t r = 0; r < R; ++r) {
+      const uint8_t* at = rows[r] + static_cast<size_t>(c) * kB;
+      const __m512i lo = _mm512_permutex2var_epi8(_mm512_maskz_loadu_epi8(m0, at), exp_lo,
+                                                  _mm512_maskz_loadu_epi8(m1, at + 64));
+      const __m512i hi = _mm512_permutex2var_epi8(_mm512_maskz_loadu_epi8(m2, at + 128), exp_hi,
+                                                  _mm512_maskz_loadu_epi8(m3, at + 192));
+      const __m128i e = _mm512_castsi512_si128(_mm512_mask_blend_epi8(0xff00, lo, hi));
+      acc[r] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(E8M0HalfScales(e), dx), _mm512_cvtepi32_ps(sums[r]), acc[r],
+                                     present);
+    }
   }
-  if (b < nb) pair(b, false);
   for (size_t r = 0; r < R; ++r) *y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 #endif
@@ -1300,10 +1368,12 @@ HWY_INLINE void Mxfp4Rows512(const uint8_t* const (&rows)[R], size_t row_bytes, 
 template <class W>
 HWY_FLATTEN void Block32OneToken(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
                                  int64_t r1) {
-  [[maybe_unused]] const bool split = std::is_same_v<W, MXFP4Tokens> && splits_512bit_ops();  // MXFP4 only
+  // MXFP4 (offset codes, or signed ones where the caller gave no pair sums: Mxfp4Rows512 needs none)
+  constexpr bool kMxfp4 = std::is_same_v<W, MXFP4Tokens> || std::is_same_v<W, MXFP4Tokens::W>;
+  [[maybe_unused]] const bool split = kMxfp4 && splits_512bit_ops();
   TwoStreamRowPointers<4>(w, row_bytes, y, r0, r1, [&](const auto& rw, const auto& ry) HWY_ATTR {
 #if HWY_TARGET == HWY_AVX3_DL
-    if constexpr (std::is_same_v<W, MXFP4Tokens>) {
+    if constexpr (kMxfp4) {
       if (!split) return Mxfp4Rows512(rw, row_bytes, x, ry);
     }
 #endif

@@ -498,7 +498,9 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
 
 bool HasRows16(GgmlType type) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+  // MXFP4's rows16 kernel sums as Mxfp4Rows512 does, which CPUs that split 512-bit operations do not run.
+  return type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ||
+         (type == GgmlType::MXFP4 && !splits_512bit_ops());
 #else
   (void)type;
   return false;

@@ -141,8 +141,8 @@ bool rows16_prefetch();
 void set_rows16_prefetch_for_test(int prefetch);
 
 // Whether the best target this CPU has reads weights of type t in the rows16 layout (quant/repack.h, kernels in
-// int8_rows16-inl.h): Q8_0, Q4_K, Q5_K and Q6_K with AVX512-VNNI (Highway's AVX3_DL). Where false, nothing should be
-// repacked.
+// int8_rows16-inl.h): Q8_0, Q4_K, Q5_K and Q6_K with AVX512-VNNI (Highway's AVX3_DL), and MXFP4 there unless the
+// CPU splits 512-bit operations (splits_512bit_ops: Zen 4). Where false, nothing should be repacked.
 bool has_rows16_kernel(GgmlType t);
 
 // quant::repack_rows16 (quant/repack.h: its contract, and the scalar specification of the bytes), the same bytes:
@@ -156,7 +156,7 @@ void quad_biases(const Q8Rows& x, int64_t n_tok);
 
 // The product of matmul_rows_q8 for a matrix in the rows16 layout, groups [g0, g1) of 16 rows: y[t * y_stride + r]
 // for rows r in [16 g0, 16 g1), the same bits as matmul_rows_q8 on the matrix's GGUF bytes. x needs the token
-// tiles (qt, st, dt: several tokens, or a prompt's one) or, for one token, quad_bias (Q8_0) or sums (Q4_K, Q5_K, Q6_K).
+// tiles (qt, st, dt: several tokens, or a prompt's one) or, for one token, quad_bias (Q8_0) or sums (the others).
 // Requires has_rows16_kernel(type). Thread-safe (no shared state).
 void matmul_rows16_q8(GgmlType type, const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
                       int64_t y_stride, int64_t g0, int64_t g1);

@@ -402,6 +402,38 @@ struct Rows16Q8Lanes {
   }
 };
 
+// MXFP4 repacked with 16 rows in the lanes (quant/repack.h, rows16). Rows16Mxfp4Scales: a group block's 16 scales,
+// e8m0_to_fp32_half of its exponent bytes built in integers (avx2::E8M0HalfScales). Rows16Mxfp4Codes: its
+// 8 quads of offset codes, as Block32Lanes<MXFP4Tokens> makes them from the dwords that RowHeads transposes: the
+// codes' 4 vectors are those dwords, so one vpermb per quad (and a shift per pair) is all that is left.
+HWY_INLINE __m512 Rows16Mxfp4Scales(const uint8_t* blk) {
+  return avx2::E8M0HalfScales(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kRows16Mxfp4EAt)));
+}
+// tbl: MXFP4Tokens' table in each 16 bytes (vpermb reads 6 index bits).
+HWY_INLINE void Rows16Mxfp4Codes(const uint8_t* blk, __m512i tbl, __m512i (&codes)[8]) {
+  for (int i = 0; i < 4; ++i) {
+    const __m512i v = _mm512_loadu_si512(blk + 64 * i);
+    codes[i] = _mm512_permutexvar_epi8(v, tbl);
+    codes[4 + i] = _mm512_permutexvar_epi8(_mm512_srli_epi32(v, 4), tbl);  // the high nibbles
+  }
+}
+HWY_INLINE __m512i Mxfp4Table512() { return _mm512_broadcast_i64x4(avx2::MXFP4Tokens::Table()); }
+
+// The token tiles' form: a block of a group is what Block32Lanes<MXFP4Tokens> unpacks from 16 rows of the GGUF
+// layout, from 4 loads of codes and one of exponents, nothing to transpose, and the same tiles give the same bits.
+struct Rows16Mxfp4Lanes {
+  using Codes = avx2::MXFP4Tokens;
+  using Block = Block32Lanes<avx2::MXFP4Tokens>::Block;
+  static constexpr size_t kBytes = kRows16Mxfp4BlockBytes;
+  static constexpr int64_t kCols = 32;
+  static constexpr bool kGrouped = true;  // rows[0]: the group's bytes
+  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+    const uint8_t* blk = rows[0] + at;
+    o.d = Rows16Mxfp4Scales(blk);
+    Rows16Mxfp4Codes(blk, Mxfp4Table512(), o.codes);
+  }
+};
+
 // Q4_K and Q5_K repacked with 16 rows in the lanes (quant/repack.h, rows16): a block of a group holds the dwords
 // that Q45KLanes transposes from the GGUF layout (RowHeads, RowQuads; the nibbles' in another order), so the same
 // unpacking and tiles give the same bits from 36 loads (Q5_K: 44), nothing to transpose.
