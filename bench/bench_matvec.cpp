@@ -408,7 +408,8 @@ int register_all() {
                   ->UseRealTime();
     for (int64_t n : rb_threads) b->Arg(n);  // speed_bench.sh sets a run's ceiling from these at its -t
   }
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::MXFP4}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::MXFP4,
+                     GgmlType::IQ4_XS}) {
     for (int64_t n_tok : {8, 12, 64, 128}) {  // 64: a routed expert's share of a 512-token prompt (gpt-oss-20b)
       const std::string name = "Matmul/" + std::string(quant::type_name(t)) + "/768x2048/tok" + std::to_string(n_tok);
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok, kGguf)->Arg(1)->Arg(2)->UseRealTime();

@@ -642,8 +642,8 @@ TEST(MatmulKernels, GroupsSharingActivationsMatchSeparateCalls) {
 
 // A prompt's groups (over 64 K activation values: the activations are quantized and tiled on the pool's threads,
 // tile by tile) give the bits of one call per group on one thread: token-tiled groups (Q4_K, MXFP4: 20 and 13
-// tokens, partial tiles), one that shares an earlier group's activations, and row-by-row types (IQ4_XS, whose units
-// are tokens), with 2 and 3 threads.
+// tokens, partial tiles), one that shares an earlier group's activations, and IQ4_XS (token tiles with AVX512-VNNI,
+// elsewhere row by row, whose units are tokens), with 2 and 3 threads.
 TEST(MatmulKernels, PromptGroupsQuantizedOnThreadsMatchOneThread) {
   std::mt19937 rng(32);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -780,6 +780,21 @@ TEST(MatmulKernels, TokenTilesAgreeBitForBitOnEveryTarget) {
 }
 
 
+// Tokens [n_tok, cols] of x quantized as the kernels of weight type t see them (kernels::quantize_q8_row): codes
+// q [n_tok, cols], block scales d [n_tok, cols / block], sums of 16 [n_tok, cols / 16].
+struct QuantizedTokens {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int16_t> sums;
+  QuantizedTokens(GgmlType t, const float* x, int64_t n_tok, int64_t cols)
+      : q(static_cast<size_t>(n_tok * cols)),
+        d(static_cast<size_t>(n_tok * cols / kernels::q8_block(kernels::q8_format(t)))),
+        sums(static_cast<size_t>(n_tok * cols / 16)) {
+    const kernels::Q8Rows xq{kernels::q8_format(t), cols, q.data(), d.data(), sums.data()};
+    for (int64_t tok = 0; tok < n_tok; ++tok) kernels::quantize_q8_row(x, tok, xq);
+  }
+};
+
 // The token tiles of the 32-block types (TileBlock32 on AVX2, vnni512::Block32Lanes on AVX512-VNNI) compute, per row,
 // token and block, one exact integer sum of weight codes times activation codes, and add it with one rounding step:
 // acc = fma(float(isum), d_w * d_x, acc) over the blocks in order. Checked bit for bit against that formula written
@@ -818,11 +833,9 @@ TEST(MatmulKernels, BlockTilesAddOneRoundedBlockSumAtATime) {
         const auto wb = random_matrix(t, rows, cols, rng);
         const size_t rb = row_bytes(t, cols);
         // The activations as the kernels see them: Q8_0-style blocks of 32 (codes and scales).
-        std::vector<int8_t> q(static_cast<size_t>(n_tok * cols));
-        std::vector<float> d(static_cast<size_t>(n_tok * nb));
-        std::vector<int16_t> sums(static_cast<size_t>(n_tok * cols / 16));
-        const kernels::Q8Rows xq{kernels::q8_format(t), cols, q.data(), d.data(), sums.data()};
-        for (int64_t tok = 0; tok < n_tok; ++tok) kernels::quantize_q8_row(x.data(), tok, xq);
+        const QuantizedTokens a(t, x.data(), n_tok, cols);
+        const std::vector<int8_t>& q = a.q;
+        const std::vector<float>& d = a.d;
         std::vector<float> want(static_cast<size_t>(n_tok * rows));  // [n_tok, rows]
         for (int64_t r = 0; r < rows; ++r) {
           for (int64_t tok = 0; tok < n_tok; ++tok) {
@@ -868,6 +881,71 @@ TEST(MatmulKernels, BlockTilesAddOneRoundedBlockSumAtATime) {
   if (checked == 0) GTEST_SKIP() << "no target on this CPU takes token tiles for 32-block types";
 }
 
+// The AVX512-VNNI token tiles of IQ4_XS (vnni512::Iq4XsLanes) compute, per row, token and block of 256, one exact
+// integer sum of the sub-blocks' scales times their levels times the activation codes, and add it with one rounding
+// step: acc = fma(float(isum), d_w * d_x, acc) over the blocks in order. Checked bit for bit against that formula
+// written out in scalar code, from the activations the kernels quantized (Q8_K), for every target that takes the
+// tiles: a prompt's lone token, a paired tile, a full and a partial one, a second pass past 16 tiles; 37 rows (a
+// partial group of 16) of 2048 columns, then 768.
+TEST(MatmulKernels, Iq4XsTilesAddOneRoundedBlockSumAtATime) {
+  std::mt19937 rng(39);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t rows = 37;
+  int checked = 0;
+  for (const int64_t cols : {2048, 768}) {
+    const int64_t nb = cols / kQK_K;
+    for (int64_t n_tok : {1, 3, 13, 131}) {
+      std::vector<float> x(static_cast<size_t>(n_tok * cols));  // [n_tok, cols]
+      for (auto& v : x) v = normal(rng);
+      for (int64_t target : kernels::compiled_targets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        if (!kernels::uses_token_tiles(GgmlType::IQ4_XS)) continue;
+        const auto wb = random_matrix(GgmlType::IQ4_XS, rows, cols, rng);
+        const size_t rb = row_bytes(GgmlType::IQ4_XS, cols);
+        const QuantizedTokens a(GgmlType::IQ4_XS, x.data(), n_tok, cols);  // Q8_K blocks of 256
+        const std::vector<int8_t>& q = a.q;
+        const std::vector<float>& d = a.d;
+        std::vector<float> want(static_cast<size_t>(n_tok * rows));  // [n_tok, rows]
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t tok = 0; tok < n_tok; ++tok) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; ++b) {
+              const uint8_t* blk = wb.data() + static_cast<size_t>(r) * rb + static_cast<size_t>(b) * rb / nb;
+              uint16_t dh, scales_h;
+              std::memcpy(&dh, blk + offsetof(BlockIQ4_XS, d), 2);
+              std::memcpy(&scales_h, blk + offsetof(BlockIQ4_XS, scales_h), 2);
+              int32_t isum = 0;
+              for (int s = 0; s < 8; ++s) {
+                const int scale = ((blk[offsetof(BlockIQ4_XS, scales_l) + s / 2] >> 4 * (s % 2) & 15) |
+                                   (scales_h >> 2 * s & 3) << 4) - 32;
+                int32_t dot = 0;
+                for (int e = 0; e < 32; ++e) {
+                  const int code = blk[offsetof(BlockIQ4_XS, qs) + 16 * s + e % 16] >> (e < 16 ? 0 : 4) & 15;
+                  dot += kIq4nlValues[code] * q[static_cast<size_t>(tok * cols + b * kQK_K + 32 * s + e)];
+                }
+                isum += scale * dot;
+              }
+              acc = std::fma(static_cast<float>(isum), fp16_to_fp32(dh) * d[static_cast<size_t>(tok * nb + b)], acc);
+            }
+            want[static_cast<size_t>(tok * rows + r)] = acc;
+          }
+        }
+        const WeightView w{GgmlType::IQ4_XS, wb.data(), rows, cols, rb};
+        MatmulScratch mm(cols, n_tok, ActivationRounding::match_ggml);
+        std::vector<float> y(static_cast<size_t>(n_tok * rows), NAN);
+        const Product p{w, y.data()};
+        const ProductGroup group{{&p, 1}, x.data(), n_tok, true};
+        matmul_groups({&group, 1}, mm);
+        EXPECT_EQ(0, std::memcmp(y.data(), want.data(), sizeof(float) * want.size()))
+            << cols << " columns, n_tok " << n_tok << " on " << hwy::TargetName(target);
+        ++checked;
+      }
+      hwy::SetSupportedTargetsForTest(0);  // compiled_targets() lists only the supported ones
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no target on this CPU takes token tiles for IQ4_XS (AVX512-VNNI only)";
+}
+
 // One token of MXFP4 on AVX512-VNNI where 512-bit operations run whole (Mxfp4Rows512, and the rows16 layout's
 // Mxfp4OneTokenGroups): per row, each block's exact integer sum converted once and added with one rounding step
 // into chain b % 16, acc[b % 16] = fma(float(isum), d_w * d_x, acc[b % 16]) over the blocks in order, then the 16
@@ -889,11 +967,9 @@ TEST(MatmulKernels, OneTokenMxfp4AddsBlockSumsInSixteenChains) {
     for (auto& v : x) v = normal(rng);
     const auto wb = random_matrix(GgmlType::MXFP4, rows, cols, rng);
     const size_t rb = row_bytes(GgmlType::MXFP4, cols);
-    std::vector<int8_t> q(static_cast<size_t>(cols));
-    std::vector<float> d(static_cast<size_t>(nb));
-    std::vector<int16_t> sums(static_cast<size_t>(cols / 16));
-    const kernels::Q8Rows xq{kernels::q8_format(GgmlType::MXFP4), cols, q.data(), d.data(), sums.data()};
-    kernels::quantize_q8_row(x.data(), 0, xq);
+    const QuantizedTokens a(GgmlType::MXFP4, x.data(), 1, cols);
+    const std::vector<int8_t>& q = a.q;
+    const std::vector<float>& d = a.d;
     std::vector<float> want(static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) {
       float acc[16] = {};

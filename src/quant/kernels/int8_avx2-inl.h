@@ -18,7 +18,8 @@
 // no faster (Matmul/Q4_K tok8 slower, tok128 faster); on AVX3_DL the K-quant tiles put 16 weight rows in the
 // lanes instead (int8_vnni512-inl.h), which this file's tiles remain the specification of. The one-token Q4_K, Q5_K,
 // IQ4_XS and Q6_K rows of the AVX-512 targets (Q4KRows512, Iq4XsRows512, Q6KRow512) apply the sub-block scales with
-// vpdpwssd; IQ4_XS has no token tiles here (several tokens take the portable kernels).
+// vpdpwssd; IQ4_XS has no token tiles here (several tokens take the portable kernels, or with AVX512-VNNI
+// vnni512::Iq4XsLanes).
 // Included by int8_kernels.cpp inside its per-target namespace; compiled for the AVX2 and AVX-512 targets only.
 #if defined(MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_
@@ -352,7 +353,8 @@ HWY_FLATTEN void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows
 // threads: MatvecHot/IQ4_XS/768x2048 10.7 / 20.0 -> 15.0-16.4 / 26.2-27.9 (with the levels by pshufb; vpermb then
 // faster in 3 of 3 alternating runs, 15.1-16.1 -> 16.7-17.4 at 1 thread); Matvec/IQ4_XS/2048x4096 8.2-9.6 /
 // 17.3-18.7 -> 14.3-15.9 / 26.7-28.9, 2048x768 7.6-8.9 / 13.0-13.9 -> 12.2-15.2 / 21.3-21.7. Several tokens (and
-// a prompt's one) keep the portable kernels, whose sums go in another order.
+// a prompt's one) take the token tiles with AVX512-VNNI (vnni512::Iq4XsLanes), the portable kernels elsewhere; both
+// sum in another order.
 template <size_t R>
 HWY_INLINE void Iq4XsRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, float* const (&y)[R]) {
   using B = BlockIQ4_XS;
@@ -1568,7 +1570,9 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
 #endif
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
     case GgmlType::IQ4_XS:
-      if (n_tok != 1 || x.batched) return false;  // several tokens, or a prompt's one: the portable kernels
+      // several tokens, or a prompt's one: the portable kernels (with AVX512-VNNI the token tiles, which
+      // vnni512::MatmulRows takes first)
+      if (n_tok != 1 || x.batched) return false;
       Iq4XsOneToken512(w, row_bytes, x, y, r0, r1);
       return true;
 #endif

@@ -385,6 +385,7 @@ void Rows(const uint8_t* w, size_t row_bytes, const Q8Rows& x, int64_t n_tok, fl
 bool UsesTokenTiles(GgmlType type) {
 #if HWY_TARGET == HWY_AVX3_DL
   if (type == GgmlType::Q8_0) return true;  // vnni512::Block32Lanes<Q8_0Offset>, and the rows16 layout's
+  if (type == GgmlType::IQ4_XS) return true;  // vnni512::Iq4XsLanes
 #endif
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   return type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q4_0 ||

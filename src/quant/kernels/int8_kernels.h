@@ -3,7 +3,7 @@
 // on x86, smlal on Arm); on AVX2/AVX-512 CPUs the main types (Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4; Q5_K for
 // several tokens; on AVX-512 also Q5_K and IQ4_XS for one token) multiply 8-bit values directly (pmaddubsw, 32
 // products per instruction; int8_avx2-inl.h), and with AVX512-VNNI the K-quant token tiles take vpdpbusd, 64 per
-// instruction (int8_vnni512-inl.h), as do the 32-block tiles (Q4_0, Q5_0, MXFP4, Q8_0). On Arm CPUs with
+// instruction (int8_vnni512-inl.h), as do the 32-block tiles (Q4_0, Q5_0, MXFP4, Q8_0) and IQ4_XS's. On Arm CPUs with
 // FEAT_DotProd every type takes sdot, and with FEAT_I8MM products of several tokens smmla (int8_arm.h). Q8_0 and
 // Q4_K-Q6_K matrices repacked with 16 rows in the lanes (quant/repack.h) take vpdpbusd with AVX512-VNNI, the same
 // bits as the file layout's kernels (int8_rows16-inl.h).
@@ -78,7 +78,7 @@ inline int64_t padded_tokens(int64_t n_tok) { return (n_tok + kTokenTile - 1) / 
 inline bool paired_tile(int64_t tokens) { return tokens <= kPairedTile; }
 
 // Whether the kernels of the best target this CPU has read the token-interleaved rows for weights of type t: Q4_K,
-// Q6_K, Q4_0, Q5_0 and MXFP4 on AVX2 / AVX-512, and Q8_0 too on AVX512-VNNI (AVX3_DL). Callers fill them
+// Q6_K, Q4_0, Q5_0 and MXFP4 on AVX2 / AVX-512, and Q8_0 and IQ4_XS too on AVX512-VNNI (AVX3_DL). Callers fill them
 // (interleave_q8_tokens) for products of several tokens, and for the products of one token that belong to a forward
 // pass over several (a routed expert that got one token of a prompt), so that a token's result does not depend on how
 // many tokens shared its product.

@@ -1,12 +1,13 @@
 // AVX512-VNNI token tiles (Highway's AVX3_DL target: Ice Lake and later Xeons, Zen 4): the products of several tokens
-// (prefill, a routed expert's share of a prompt) with K-quant and 32-block (Q4_0, Q5_0, MXFP4, Q8_0: Block32Lanes)
-// weights, 16 weight rows in the 16 int32 lanes of a vector. The 256-bit tiles of int8_avx2-inl.h put 8 tokens in the
-// lanes and broadcast each row's weights, then spend three operations (pmaddubsw, an int16 add, a pmaddwd per
-// sub-block) per 32 products; here a lane's four weight codes meet one token's four activation codes, broadcast from
-// memory by vpdpbusd itself ({1to16}), one operation per 64 products. What it costs instead: the 16 rows' codes are
-// transposed into quads (four codes) per lane (an 8 x 8 dword transpose per 32 bytes of each row), once per block for
-// up to 16 token tiles, and each sub-block's int32 sum is scaled per lane by a multiply (vpmulld). By operation count,
-// a Q4_K block of 16 rows times a full tile (8 tokens) is ~250 to unpack and ~820 to multiply (512 of them vpdpbusd).
+// (prefill, a routed expert's share of a prompt) with K-quant, IQ4_XS and 32-block (Q4_0, Q5_0, MXFP4, Q8_0:
+// Block32Lanes) weights, 16 weight rows in the 16 int32 lanes of a vector. The 256-bit tiles of int8_avx2-inl.h put 8
+// tokens in the lanes and broadcast each row's weights, then spend three operations (pmaddubsw, an int16 add, a
+// pmaddwd per sub-block) per 32 products; here a lane's four weight codes meet one token's four activation codes,
+// broadcast from memory (by vpdpbusd itself, {1to16}, or by a load of their own: DpBusdSplat), one vpdpbusd per 64
+// products. What it costs instead: the 16 rows' codes are transposed into quads (four codes) per lane (an 8 x 8 dword
+// transpose per 32 bytes of each row), once per block for up to 16 token tiles, and each sub-block's int32 sum is
+// scaled per lane by a multiply (vpmulld). By operation count, a Q4_K block of 16 rows times a full tile (8 tokens)
+// is ~250 to unpack and ~820 to multiply (512 of them vpdpbusd).
 // Measured on a 2-vCPU 2.1 GHz Xeon (Emerald Rapids), bench_matvec Matmul/<type>/768x2048/tok8 at 1 thread, G MAC/s:
 // Q4_K 38.8 -> 100, Q6_K 35.9 -> 78.5; Qwen3-30B-A3B-shaped Q4_K_M prefill of 128 tokens at -t 2, alternating
 // runs: 5.6-6.2 s -> 3.9-4.3 s (the Q4_K tiles were 71% of it, the Q6_K tiles 16%).
@@ -53,6 +54,18 @@ HWY_INLINE __m512i DpBusdBcast(__m512i acc, __m512i w, const void* x) {
 HWY_INLINE __m512i DpWssdBcast(__m512i acc, __m512i a, const void* x) {
   asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*static_cast<const int32_t*>(x)));
   return acc;
+}
+
+// The same product with the 4 bytes at x broadcast by a load of their own (vpbroadcastd) into a register first:
+// two instructions where DpBusdBcast is one, yet on Zen 5 the embedded-broadcast form issues at ~0.7 per cycle where
+// the pair gives ~1.4 (a micro-benchmark of independent chains, each vpdpbusd with its own 4 bytes: 2.3 G/s embedded,
+// 4.5 G/s split, 6.3 G/s from registers, on a 2-vCPU AMD EPYC of family 1Ah). Loops that are mostly vpdpbusd take
+// it (the token tiles of Q4_K, Q5_K and the 32-blocks); loops with several other operations per product keep
+// DpBusdBcast, which was faster there (the Q6_K tiles and the rows16 one-token kernels: docs/design.md).
+HWY_INLINE __m512i DpBusdSplat(__m512i acc, __m512i w, const void* x) {
+  int32_t v;
+  std::memcpy(&v, x, 4);
+  return avx2::DpBusd(acc, w, _mm512_set1_epi32(v));
 }
 
 // The 8 x 8 dword transposes of the two 256-bit halves of p[0..7]: afterwards dword j of half h of p[i] is what
@@ -305,6 +318,58 @@ struct Q6KLanes {
   }
 };
 
+// IQ4_XS: y += d * dx * sum_s (scale_s * (levels_s . x_s)), 8 sub-blocks of 32 with signed 6-bit scales (scale6 - 32:
+// the low nibble from scales_l, the high two bits from scales_h) and no mins; qs[16s + i] holds element i of
+// sub-block s in its low nibble and i + 16 in its high one. The levels (kIq4nlValues, -127..113) plus 128 are
+// vpdpbusd's unsigned operand (1..241: one vpermb from a table four times over, as MXFP4's: the neighbouring
+// nibble's bits 4-5 pick the same value), and the offset's share, 128 * scale_s * (sub-block s's activation sum),
+// comes off at the end: ioff sums scale_s * (its two sums of 16). Every step exact in int32 (|isum| <= 8 * 32 * 32 *
+// 241 * 127 < 2^28), then one conversion and one multiply-add per row, token and block. There are no 256-bit tiles
+// of IQ4_XS: elsewhere several tokens take the portable kernels, so these tiles' results are their own (the formula
+// written out in scalar code: kernels_test.cpp).
+struct Iq4XsLanes {
+  static constexpr bool kGrouped = false;  // rows[r]: row r's bytes
+  static constexpr size_t kBytes = sizeof(BlockIQ4_XS);
+  static constexpr int64_t kCols = kQK_K;  // columns per block
+  static constexpr int kQuadsPerScale = 8;
+  struct Block {
+    __m512i codes[kQK_K / 4];  // lane r: row r's 4 levels of quad q (elements 4q ..), plus 128
+    __m512i scale[8];          // sub-block scales, int32
+    __m512i off[8];            // sub-block scales in both int16 halves
+    __m512 d;
+  };
+  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+    static_assert(offsetof(BlockIQ4_XS, d) == 0 && offsetof(BlockIQ4_XS, scales_h) == 2 &&
+                  offsetof(BlockIQ4_XS, scales_l) == 4 && offsetof(BlockIQ4_XS, qs) == 8);
+    __m512i h[4];  // lane r: row r's d | scales_h << 16 in h[0], scales_l in h[1] (h[2], h[3]: qs, read below)
+    RowHeads(rows, at, h);
+    o.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    for (int s = 0; s < 8; ++s) {
+      const __m512i low = _mm512_and_si512(_mm512_srli_epi32(h[1], 4 * s), _mm512_set1_epi32(0x0f));
+      const __m512i high = _mm512_and_si512(_mm512_srli_epi32(h[0], 16 + 2 * s), _mm512_set1_epi32(3));
+      const __m512i scale = _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 4)), _mm512_set1_epi32(32));
+      o.scale[s] = scale;
+      o.off[s] = _mm512_or_si512(_mm512_and_si512(scale, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(scale, 16));
+    }
+    uint8_t levels[16];
+    for (int i = 0; i < 16; ++i) levels[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
+    for (int p = 0; p < 4; ++p) {  // qs bytes 32p ..: sub-blocks 2p (dwords 0-3) and 2p + 1 (dwords 4-7)
+      __m512i q[8];
+      RowQuads(rows, at + offsetof(BlockIQ4_XS, qs) + 32 * static_cast<size_t>(p), q);
+      for (int i = 0; i < 8; ++i) {
+        __m512i* sub = o.codes + 8 * (2 * p + i / 4);
+        sub[i % 4] = _mm512_permutexvar_epi8(q[i], table);
+        sub[4 + i % 4] = _mm512_permutexvar_epi8(_mm512_srli_epi32(q[i], 4), table);  // the high nibbles
+      }
+    }
+  }
+  static HWY_INLINE __m512 Finish(const Block& o, __m512i isum, __m512i ioff, __m512 dx, __m512 acc) {
+    const __m512i total = _mm512_sub_epi32(isum, _mm512_slli_epi32(ioff, 7));  // the levels' +128
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(o.d, dx), acc);
+  }
+};
+
 // 32-blocks of unsigned codes with one float scale: Q4_0 and MXFP4 (avx2::OffsetNibbles: a nibble, or its table
 // value, plus the offset o) and Q5_0 (avx2::Q5_0Tokens: nibble | fifth bit << 4, o = 16), by the formula of
 // TileBlock32 (int8_avx2-inl.h): y += (d * dx) * (sum over the block of code * x - o * (sum of x)), the integer
@@ -514,7 +579,10 @@ HWY_INLINE void MultiplyBlock(const typename K::Block& o, const int8_t* HWY_REST
     for (int i = 0; i < kQ; ++i) {
       const __m512i w = o.codes[kQ * s + i];
       const int8_t* xi = xq + (kQ * s + i) * 4 * T;
-      for (int t = 0; t < NT; ++t) tmp[t][i % kChains] = DpBusdBcast(tmp[t][i % kChains], w, xi + 4 * lane(t));
+      for (int t = 0; t < NT; ++t) {
+        __m512i& a = tmp[t][i % kChains];
+        a = kQ == 8 ? DpBusdSplat(a, w, xi + 4 * lane(t)) : DpBusdBcast(a, w, xi + 4 * lane(t));
+      }
     }
     for (int t = 0; t < NT; ++t) {
       __m512i v = tmp[t][0];
@@ -544,7 +612,7 @@ HWY_INLINE void MultiplyBlock32(const typename K::Block& o, const int8_t* HWY_RE
   __m512i sum[NT];
   for (int t = 0; t < NT; ++t) sum[t] = _mm512_set1_epi32(corr[lane(t)]);
   for (int i = 0; i < 8; ++i)
-    for (int t = 0; t < NT; ++t) sum[t] = DpBusdBcast(sum[t], o.codes[i], xq + (i * T + lane(t)) * 4);
+    for (int t = 0; t < NT; ++t) sum[t] = DpBusdSplat(sum[t], o.codes[i], xq + (i * T + lane(t)) * 4);
   for (int t = 0; t < NT; ++t)
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[t]), _mm512_mul_ps(o.d, _mm512_set1_ps(dt[lane(t)])), acc[t]);
 }
@@ -677,6 +745,7 @@ inline bool MatmulRows(GgmlType type, const uint8_t* w, size_t row_bytes, const 
     case GgmlType::Q4_K: TokenTiles<Q4KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
     case GgmlType::Q5_K: TokenTiles<Q5KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
     case GgmlType::Q6_K: TokenTiles<Q6KLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
+    case GgmlType::IQ4_XS: TokenTiles<Iq4XsLanes>(w, row_bytes, x, n_tok, y, y_stride, r0, r1); return true;
     case GgmlType::Q4_0:
       TokenTiles<Block32Lanes<avx2::Q4_0Tokens>>(w, row_bytes, x, n_tok, y, y_stride, r0, r1);
       return true;
