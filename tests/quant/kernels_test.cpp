@@ -354,6 +354,21 @@ TEST(MatmulKernels, RowResultsDoNotDependOnTheirNeighbours) {
   }
 }
 
+// Tokens [n_tok, cols] of x quantized as the kernels of weight type t see them (kernels::quantize_q8_row): codes
+// q [n_tok, cols], block scales d [n_tok, cols / block], sums of 16 [n_tok, cols / 16].
+struct QuantizedTokens {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int16_t> sums;
+  QuantizedTokens(GgmlType t, const float* x, int64_t n_tok, int64_t cols)
+      : q(static_cast<size_t>(n_tok * cols)),
+        d(static_cast<size_t>(n_tok * cols / kernels::q8_block(kernels::q8_format(t)))),
+        sums(static_cast<size_t>(n_tok * cols / 16)) {
+    const kernels::Q8Rows xq{kernels::q8_format(t), cols, q.data(), d.data(), sums.data()};
+    for (int64_t tok = 0; tok < n_tok; ++tok) kernels::quantize_q8_row(x, tok, xq);
+  }
+};
+
 // The 8-bit activation rows the integer kernels read are exactly the reference rounding: code * scale equals
 // round_activations_like_ggml's value, every code is in -127..127, and the sums of 16 are the codes' sums. Also
 // covers an all-zero block and a block whose largest magnitude occurs with both signs (Q8_K keeps the first).
@@ -369,11 +384,10 @@ TEST(MatmulKernels, ActivationQuantizationMatchesReferenceRounding) {
       for (auto& v : x) v = normal(rng) * 3.0f;
       std::fill(x.begin(), x.begin() + 256, 0.0f);   // token 0: first block(s) all zero
       x[300] = -50.0f, x[301] = 50.0f, x[302] = 1.0f;  // token 0: a tie of magnitudes, negative first
-      std::vector<int8_t> q(x.size());
-      std::vector<int16_t> sums(x.size() / 16);
-      std::vector<float> d(x.size() / 32);
-      const kernels::Q8Rows rows{f, cols, q.data(), d.data(), sums.data()};
-      for (int64_t tok = 0; tok < n_tok; ++tok) kernels::quantize_q8_row(x.data(), tok, rows);
+      const QuantizedTokens a(t, x.data(), n_tok, cols);
+      const std::vector<int8_t>& q = a.q;
+      const std::vector<float>& d = a.d;
+      const std::vector<int16_t>& sums = a.sums;
       std::vector<float> want = x;
       for (int64_t tok = 0; tok < n_tok; ++tok) round_activations_like_ggml(t, want.data() + tok * cols, cols);
       const int64_t blk = kernels::q8_block(f);
@@ -779,21 +793,6 @@ TEST(MatmulKernels, TokenTilesAgreeBitForBitOnEveryTarget) {
   }
 }
 
-
-// Tokens [n_tok, cols] of x quantized as the kernels of weight type t see them (kernels::quantize_q8_row): codes
-// q [n_tok, cols], block scales d [n_tok, cols / block], sums of 16 [n_tok, cols / 16].
-struct QuantizedTokens {
-  std::vector<int8_t> q;
-  std::vector<float> d;
-  std::vector<int16_t> sums;
-  QuantizedTokens(GgmlType t, const float* x, int64_t n_tok, int64_t cols)
-      : q(static_cast<size_t>(n_tok * cols)),
-        d(static_cast<size_t>(n_tok * cols / kernels::q8_block(kernels::q8_format(t)))),
-        sums(static_cast<size_t>(n_tok * cols / 16)) {
-    const kernels::Q8Rows xq{kernels::q8_format(t), cols, q.data(), d.data(), sums.data()};
-    for (int64_t tok = 0; tok < n_tok; ++tok) kernels::quantize_q8_row(x, tok, xq);
-  }
-};
 
 // The token tiles of the 32-block types (TileBlock32 on AVX2, vnni512::Block32Lanes on AVX512-VNNI) compute, per row,
 // token and block, one exact integer sum of weight codes times activation codes, and add it with one rounding step:
