@@ -138,15 +138,14 @@ void check_case(const Case& c, ActivationRounding rounding, std::mt19937& rng, c
 }
 
 // The kernels to test in turn on this CPU: each Highway target compiled in and supported (the Arm dot-product
-// kernels off), AVX3_DL again with the other answers of kernels::splits_512bit_ops (its MXFP4 rows in the vectors
-// of the other width) and kernels::one_stream_rows (decode's rows read in one stream or two), then on Arm CPUs
+// kernels off), AVX3_DL again with the other answer of kernels::one_stream_rows (decode's rows read in one stream or
+// two), then on Arm CPUs
 // with FEAT_DotProd the sdot kernels, and with FEAT_I8MM sdot and smmla (int8_arm.h; the float types still take
 // the best Highway target there).
 struct Variant {
   int64_t target;  // for hwy::SetSupportedTargetsForTest; 0: the best one
   unsigned arm;    // for kernels::arm::limit_features_for_test
   std::string name;
-  int split = -1;       // for kernels::set_512bit_split_for_test; -1: the CPU's own
   int one_stream = -1;  // for kernels::set_one_stream_rows_for_test; -1: the CPU's own
 };
 std::vector<Variant> kernel_variants() {
@@ -154,11 +153,9 @@ std::vector<Variant> kernel_variants() {
   for (int64_t target : kernels::compiled_targets()) v.push_back({target, 0u, hwy::TargetName(target)});
   for (int64_t target : kernels::compiled_targets()) {
     if (target != HWY_AVX3_DL) continue;
-    const bool split = !kernels::splits_512bit_ops(), one = !kernels::one_stream_rows();
-    v.push_back({target, 0u,
-                 std::string(hwy::TargetName(target)) + (split ? ", 512-bit ops split" : ", whole") +
-                     (one ? ", one stream" : ", two streams"),
-                 split ? 1 : 0, one ? 1 : 0});
+    const bool one = !kernels::one_stream_rows();
+    v.push_back({target, 0u, std::string(hwy::TargetName(target)) + (one ? ", one stream" : ", two streams"),
+                 one ? 1 : 0});
   }
   const unsigned arm = kernels::arm::features();
   if (arm & kernels::arm::kArmDotProd) v.push_back({0, kernels::arm::kArmDotProd, "NEON + sdot"});
@@ -168,13 +165,11 @@ std::vector<Variant> kernel_variants() {
 void use_variant(const Variant& v) {
   hwy::SetSupportedTargetsForTest(v.target);
   kernels::arm::limit_features_for_test(v.arm);
-  kernels::set_512bit_split_for_test(v.split);
   kernels::set_one_stream_rows_for_test(v.one_stream);
 }
 void use_best_kernels() {
   hwy::SetSupportedTargetsForTest(0);
   kernels::arm::limit_features_for_test(kernels::arm::kArmAllFeatures);
-  kernels::set_512bit_split_for_test(-1);
   kernels::set_one_stream_rows_for_test(-1);
 }
 

@@ -288,12 +288,9 @@ TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
                                       : std::vector<int64_t>{256, 512, 768, 2048};
     // The file layout's one-token kernels read rows one at a time or two side by side (one_stream_rows): the
     // same bits either way, and so the repacked ones', which ask for their bytes ahead or not (rows16_prefetch).
-    // Where the CPU splits 512-bit operations (splits_512bit_ops) MXFP4 has no rows16 kernel, and is not repacked.
     for (const int mode : {0, 1}) {
       kernels::set_one_stream_rows_for_test(mode);
       kernels::set_rows16_prefetch_for_test(1 - mode);
-      kernels::set_512bit_split_for_test(mode);
-      if (!kernels::has_rows16_kernel(type)) continue;
       for (const int64_t n_tok : {1, 2, 3, 4, 5, 8, 9}) {
         for (const int64_t rows : {16, 48, 64}) {
           for (const int64_t cols : widths) expect_same_bits(type, rows, cols, n_tok, 1, rng);
@@ -308,7 +305,6 @@ TEST(Rows16, KernelsGiveTheGgufLayoutsBits) {
     }
     kernels::set_one_stream_rows_for_test(-1);
     kernels::set_rows16_prefetch_for_test(-1);
-    kernels::set_512bit_split_for_test(-1);
   }
 }
 

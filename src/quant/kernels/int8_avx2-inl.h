@@ -1265,10 +1265,13 @@ HWY_INLINE __m512 E8M0HalfScales(__m128i e8) {
 // scale loads, a multiply, a conversion and a multiply-add, and per pair the quad offsets' load and vpmaddwd).
 // bench_matvec MatvecHot/MXFP4/768x2048 on a 2-vCPU AMD EPYC of family 1Ah (Zen 5), 3 alternating runs, former order
 // -> this, GB/s at 1 / 2 threads: 26.5-27.0 / 38.7-39.1 -> 27.2-27.3 / 43.4-44.5.
-// On Zen 4, which runs a 512-bit operation as two 256-bit halves, Block32OneToken keeps Block32Rows
-// (splits_512bit_ops): with the former order of this kernel, a 2-vCPU AMD EPYC, 4 alternating runs, this ->
-// Block32Rows, GB/s: MatvecHot/MXFP4/768x2048 at 1 thread 15.3-16.2 -> 20.5-22.7, at 2 threads 27.8-29.8 ->
-// 36.9-40.3. rows, y as Block32Rows.
+// Zen 4 (512-bit operations run as two 256-bit halves) takes it too, though Block32Rows' 256-bit quad lanes read a
+// cache-resident matrix faster there: the rows16 kernel that sums in this order is what Zen 4 runs fastest of all,
+// and a matrix must give the same bits in either layout (a streamed expert's file bytes, a resident one's copy).
+// bench_matvec on a 2-vCPU AMD EPYC of family 19h, 2 alternating runs, medians of 3, GB/s at 1 / 2 threads,
+// Block32Rows -> this -> rows16: MatvecHot/MXFP4/768x2048 15.2-18.7 / 30.4-33.0 -> 14.6-15.6 / 24.2-26.5 ->
+// 35.4-44.0 / 47.6-74.1; from DRAM (Matvec/MXFP4/2880x2880 at 2 threads) 21.7-22.5 -> 20.5-21.5 -> 27.8-31.3.
+// rows, y as Block32Rows.
 template <size_t R>
 HWY_INLINE void Mxfp4Rows512(const uint8_t* const (&rows)[R], size_t row_bytes, const Q8Rows& x,
                              float* const (&y)[R]) {
@@ -1364,20 +1367,16 @@ HWY_INLINE void Mxfp4Rows512(const uint8_t* const (&rows)[R], size_t row_bytes, 
 }
 #endif
 
-// Rows r0 .. r1 - 1 of one token by Block32Rows (MXFP4 with VNNI and VBMI: Mxfp4Rows512, unless the CPU splits
-// 512-bit operations: splits_512bit_ops), four at a time: two
+// Rows r0 .. r1 - 1 of one token by Block32Rows (MXFP4 with VNNI and VBMI: Mxfp4Rows512), four at a time: two
 // consecutive rows of each of two streams (TwoStreamRows); flattened as Q4KOneToken512.
 template <class W>
 HWY_FLATTEN void Block32OneToken(const uint8_t* w, size_t row_bytes, const Q8Rows& x, float* y, int64_t r0,
                                  int64_t r1) {
   // MXFP4 (offset codes, or signed ones where the caller gave no pair sums: Mxfp4Rows512 needs none)
-  constexpr bool kMxfp4 = std::is_same_v<W, MXFP4Tokens> || std::is_same_v<W, MXFP4Tokens::W>;
-  [[maybe_unused]] const bool split = kMxfp4 && splits_512bit_ops();
+  [[maybe_unused]] constexpr bool kMxfp4 = std::is_same_v<W, MXFP4Tokens> || std::is_same_v<W, MXFP4Tokens::W>;
   TwoStreamRowPointers<4>(w, row_bytes, y, r0, r1, [&](const auto& rw, const auto& ry) HWY_ATTR {
 #if HWY_TARGET == HWY_AVX3_DL
-    if constexpr (kMxfp4) {
-      if (!split) return Mxfp4Rows512(rw, row_bytes, x, ry);
-    }
+    if constexpr (kMxfp4) return Mxfp4Rows512(rw, row_bytes, x, ry);
 #endif
     Block32Rows<W>(rw, row_bytes, x, ry);
   });

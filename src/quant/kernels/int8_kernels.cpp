@@ -499,9 +499,8 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
 
 bool HasRows16(GgmlType type) {
 #if HWY_TARGET == HWY_AVX3_DL
-  // MXFP4's rows16 kernel sums as Mxfp4Rows512 does, which CPUs that split 512-bit operations do not run.
   return type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ||
-         (type == GgmlType::MXFP4 && !splits_512bit_ops());
+         type == GgmlType::MXFP4;
 #else
   (void)type;
   return false;
@@ -549,7 +548,6 @@ HWY_EXPORT(RepackRows16);
 
 namespace {
 
-std::atomic<int> g_split_for_test{-1};
 std::atomic<int> g_one_stream_for_test{-1};
 std::atomic<int> g_rows16_prefetch_for_test{-1};
 
@@ -574,14 +572,6 @@ bool cpu_is_amd_family_19h() { return amd_family() == 0x19; }
 
 }  // namespace
 
-bool splits_512bit_ops() {
-  static const bool cpu = cpu_is_amd_family_19h();
-  const int forced = g_split_for_test.load(std::memory_order_relaxed);
-  return forced < 0 ? cpu : forced != 0;
-}
-
-void set_512bit_split_for_test(int split) { g_split_for_test.store(split, std::memory_order_relaxed); }
-
 bool one_stream_rows() {
   static const bool cpu = cpu_is_amd_family_19h();
   const int forced = g_one_stream_for_test.load(std::memory_order_relaxed);
@@ -605,7 +595,6 @@ std::string int8_kernels_name() {
   if (arm & arm::kArmDotProd) return arm & arm::kArmI8mm ? "NEON + sdot + smmla" : "NEON + sdot";
   const int64_t target = HWY_DYNAMIC_DISPATCH(Target)();
   std::string name = hwy::TargetName(target);
-  if (target == HWY_AVX3_DL && splits_512bit_ops()) name += " (512-bit operations split: MXFP4 rows in 256 bits)";
   if (one_stream_rows()) name += ", one-token K-quant rows read in one stream per thread";
   if (rows16_prefetch() && has_rows16_kernel(GgmlType::Q4_K)) name += ", rows16 K-quant rows prefetched 8 KiB ahead";
   return name;

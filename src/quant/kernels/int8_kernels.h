@@ -105,16 +105,8 @@ void quantize_q8_row(const float* x, int64_t tok, const Q8Rows& out);
 
 // The integer kernels this CPU runs, for logs and test output: "NEON + sdot + smmla" or "NEON + sdot" on Arm
 // CPUs with the dot-product extensions (int8_arm.h), else the Highway target's name ("AVX3_DL", "AVX2", "NEON"),
-// saying so where splits_512bit_ops(), one_stream_rows() or rows16_prefetch() changes a kernel.
+// saying so where one_stream_rows() or rows16_prefetch() changes a kernel.
 std::string int8_kernels_name();
-
-// Whether this CPU runs each 512-bit vector operation as two 256-bit halves: AMD family 19h (Zen 4, the family's
-// only CPUs with AVX-512). There the one-token MXFP4 rows are faster in 256-bit vectors than in 512-bit ones
-// (int8_avx2-inl.h, Mxfp4Rows512 says by how much). From CPUID, read once; false on other CPUs and architectures.
-bool splits_512bit_ops();
-// Tests: splits_512bit_ops() answers `split` (0 or 1), or the CPU's own answer again (-1), so that both forms of
-// those kernels run on any AVX-512 CPU.
-void set_512bit_split_for_test(int split);
 
 // Whether the one-token (decode) products of Q4_K and Q6_K (and Q5_K's, on AVX-512) in the AVX2 and AVX-512 kernels
 // (int8_avx2-inl.h) read a thread's rows in order, one row after the other (one stream), instead of a row of each half
@@ -141,8 +133,8 @@ bool rows16_prefetch();
 void set_rows16_prefetch_for_test(int prefetch);
 
 // Whether the best target this CPU has reads weights of type t in the rows16 layout (quant/repack.h, kernels in
-// int8_rows16-inl.h): Q8_0, Q4_K, Q5_K and Q6_K with AVX512-VNNI (Highway's AVX3_DL), and MXFP4 there unless the
-// CPU splits 512-bit operations (splits_512bit_ops: Zen 4). Where false, nothing should be repacked.
+// int8_rows16-inl.h): Q8_0, Q4_K, Q5_K, Q6_K and MXFP4 with AVX512-VNNI (Highway's AVX3_DL). Where false, nothing
+// should be repacked.
 bool has_rows16_kernel(GgmlType t);
 
 // quant::repack_rows16 (quant/repack.h: its contract, and the scalar specification of the bytes), the same bytes:

@@ -385,7 +385,6 @@ HWY_INLINE void Mxfp4Groups(const uint8_t* w, int64_t cols, const Q8Rows& x, int
     return;
   }
   assert(n_tok == 1 && !x.batched);  // matmul_groups gives several tokens (or a prompt's one) the tiles
-  assert(!splits_512bit_ops());      // has_rows16_kernel(MXFP4)
   if (rows16_prefetch()) return Mxfp4OneTokenGroups<true>(w, cols, x, y, g0, g1);
   Mxfp4OneTokenGroups<false>(w, cols, x, y, g0, g1);
 }
