@@ -139,9 +139,8 @@ void check_case(const Case& c, ActivationRounding rounding, std::mt19937& rng, c
 
 // The kernels to test in turn on this CPU: each Highway target compiled in and supported (the Arm dot-product
 // kernels off), AVX3_DL again with the other answer of kernels::one_stream_rows (decode's rows read in one stream or
-// two), then on Arm CPUs
-// with FEAT_DotProd the sdot kernels, and with FEAT_I8MM sdot and smmla (int8_arm.h; the float types still take
-// the best Highway target there).
+// two), then on Arm CPUs with FEAT_DotProd the sdot kernels, and with FEAT_I8MM sdot and smmla (int8_arm.h; the
+// float types still take the best Highway target there).
 struct Variant {
   int64_t target;  // for hwy::SetSupportedTargetsForTest; 0: the best one
   unsigned arm;    // for kernels::arm::limit_features_for_test
