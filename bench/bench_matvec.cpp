@@ -113,8 +113,8 @@ moetier::util::ThreadPool& pool(int threads) {
 // may see a 300 MiB L3).
 // hot: one copy, multiplied again and again, so it stays in cache: the kernel's compute ceiling, which must be
 // well above the read bandwidth for a DRAM-bound product to reach it.
-// layout rows16: the weights repacked at setup (quant/repack.h), as the engine holds its Q8_0, Q4_K, Q5_K, Q6_K and
-// MXFP4 matrices where this CPU has the kernels (registered only there).
+// layout rows16: the weights repacked at setup (quant/repack.h), as the engine holds its Q8_0, Q4_K, Q5_K, Q6_K, MXFP4
+// and IQ4_XS matrices where this CPU has the kernels (registered only there).
 void BM_Matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool reference,
                quant::ActivationRounding rounding, bool hot, quant::WeightLayout layout) {
   const int threads = static_cast<int>(state.range(0));
@@ -418,7 +418,8 @@ int register_all() {
   // The rows16 layout where this CPU reads it (TYPE.rows16 in the names): the same products from repacked weights.
   constexpr auto kRows16 = quant::WeightLayout::rows16;
   const auto match = quant::ActivationRounding::match_ggml;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
+  for (GgmlType t :
+       {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_XS}) {
     if (!quant::kernels::has_rows16_kernel(t)) continue;
     const std::string type = std::string(quant::type_name(t)) + ".rows16/";
     for (const Shape& s : shapes) {
@@ -437,7 +438,7 @@ int register_all() {
           ->Arg(1)->Arg(2)->UseRealTime();
     }
   }
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_XS}) {
     if (!quant::kernels::has_rows16_kernel(t)) continue;
     const bool gpt_oss = t == GgmlType::MXFP4;  // its experts' shape: 2880 x 2880
     const int64_t rows = gpt_oss ? 2880 : 2048, cols = gpt_oss ? 2880 : 4096;

@@ -11,7 +11,7 @@
 // layer once it is slot_bytes() large.
 //
 // Repacked in the slot (pack_rows16): a cached expert's matrices of a type with a rows16 kernel on this CPU
-// (quant/repack.h; Q8_0, Q4_K-Q6_K, MXFP4 with AVX512-VNNI) can be rewritten in place, group of 16 rows by
+// (quant/repack.h; Q8_0, Q4_K-Q6_K, MXFP4, IQ4_XS with AVX512-VNNI) can be rewritten in place, group of 16 rows by
 // group, into the rows16 layout, which then starts at the slice's region (page-aligned) instead of inside the
 // read window. view(..., rows16) views them there. The kernels give the GGUF layout's results bit for bit, so a
 // packed expert computes the same products faster where the kernels, not memory, bound them.

@@ -12,8 +12,8 @@ namespace moetier::quant {
 bool rows16_layout_fits(GgmlType type, int64_t rows, int64_t cols) {
   const int64_t block =
       type == GgmlType::Q8_0 || type == GgmlType::MXFP4                                      ? kQK
-      : type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ? kQK_K
-                                                                                   : 0;
+      : type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::IQ4_XS ? kQK_K
+                                                                                                              : 0;
   return block > 0 && rows > 0 && rows % kRows16 == 0 && cols > 0 && cols % block == 0;
 }
 
@@ -97,6 +97,20 @@ void repack_q6_k(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, ui
   }
 }
 
+// The block's dwords in order: dword i of a row's block to lane l of vector i (its 8-byte head to vectors 0 and 1, qs
+// dword i to vector 2 + i).
+void repack_iq4_xs(const uint8_t* src, size_t row_bytes, int64_t nb, int64_t g, uint8_t* out) {
+  static_assert(sizeof(BlockIQ4_XS) * kRows16 == kRows16Iq4XsBlockBytes && offsetof(BlockIQ4_XS, qs) == 8 &&
+                kRows16Iq4XsQsAt == 2 * 64);
+  for (int64_t b = 0; b < nb; ++b, out += kRows16Iq4XsBlockBytes) {
+    for (int64_t l = 0; l < kRows16; ++l) {
+      const uint8_t* blk =
+          src + static_cast<size_t>(g * kRows16 + l) * row_bytes + static_cast<size_t>(b) * sizeof(BlockIQ4_XS);
+      for (size_t i = 0; i < sizeof(BlockIQ4_XS) / 4; ++i) std::memcpy(out + 64 * i + 4 * l, blk + 4 * i, 4);
+    }
+  }
+}
+
 }  // namespace
 
 void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
@@ -111,6 +125,7 @@ void repack_rows16(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t 
       case GgmlType::Q4_K: repack_q45_k<BlockQ4_K>(src, row_bytes, nb, g, out); break;
       case GgmlType::Q5_K: repack_q45_k<BlockQ5_K>(src, row_bytes, nb, g, out); break;
       case GgmlType::MXFP4: repack_mxfp4(src, row_bytes, nb, g, out); break;
+      case GgmlType::IQ4_XS: repack_iq4_xs(src, row_bytes, nb, g, out); break;
       default: repack_q6_k(src, row_bytes, nb, g, out); break;
     }
   }

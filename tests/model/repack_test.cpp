@@ -1,7 +1,7 @@
-// Repacked weights (ModelOptions::repack and repack_experts, quant/repack.h) change how the dense Q8_0, Q4_K, Q5_K
-// and Q6_K matrices and the resident routed experts' stacks are laid out in memory, never the math: a model's logits
-// and routing, prompt and decode, are bit-identical with and without them; and the start log says what was repacked,
-// or why nothing was.
+// Repacked weights (ModelOptions::repack and repack_experts, quant/repack.h) change how the dense Q8_0, Q4_K, Q5_K,
+// Q6_K, MXFP4 and IQ4_XS matrices and the resident routed experts' stacks are laid out in memory, never the math: a
+// model's logits and routing, prompt and decode, are bit-identical with and without them; and the start log says what
+// was repacked, or why nothing was.
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -40,14 +40,16 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
   const EvalResult off = run(file, false, &off_note);
   EXPECT_EQ(off_note.rfind("off", 0), 0u) << off_note;
   if (quant::kernels::has_rows16_kernel(quant::GgmlType::Q8_0)) {
-    // every file here has dense matrices of a repacked type: Q8_0, or Q4_K / Q5_K in the Q4_K_M / Q5_K_M mixes
+    // every file here has dense matrices of a repacked type: Q8_0, or Q4_K / Q5_K in the Q4_K_M / Q5_K_M mixes, or
+    // IQ4_XS
     const std::string& file_name = GetParam();
     const char* type = file_name.find("Q4_K_M") != std::string::npos   ? " Q4_K"
                        : file_name.find("Q5_K_M") != std::string::npos ? " Q5_K"
+                       : file_name.find("IQ4_XS") != std::string::npos ? " IQ4_XS"
                                                                         : " Q8_0";
     EXPECT_NE(on_note.find(type), std::string::npos) << on_note;
     EXPECT_NE(on_note.find(" matrices ("), std::string::npos) << on_note;
-    // and so are their experts (Q8_0, Q4_K, Q5_K or Q6_K stacks, each expert whole groups of 16 rows): the gate and up
+    // and so are their experts (stacks of those types, each expert whole groups of 16 rows): the gate and up
     // stacks of every MoE layer at least
     EXPECT_NE(on_note.find("the routed experts' among them: "), std::string::npos) << on_note;
   } else {
@@ -70,7 +72,8 @@ TEST_P(RepackTest, LogitsAndRoutingAreBitIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Files, RepackTest,
                          ::testing::Values("tiny-gptoss-Q8_0", "tiny-qwen3moe-Q8_0", "tiny-qwen3moe-Q4_K_M",
-                                           "tiny-qwen3moe-Q5_K_M", "tiny-qwen35moe-Q4_K_M", "tiny-gemma4-Q4_K_M"),
+                                           "tiny-qwen3moe-Q5_K_M", "tiny-qwen35moe-Q4_K_M", "tiny-gemma4-Q4_K_M",
+                                           "tiny-mixtral-IQ4_XS"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s)

@@ -1,4 +1,4 @@
-// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0, Q4_K, Q5_K, Q6_K or MXFP4 matrix goes, and the
+// The rows16 layout (quant/repack.h): where each byte of a GGUF Q8_0, Q4_K-Q6_K, MXFP4 or IQ4_XS matrix goes, and the
 // kernels that read it (int8_rows16-inl.h) give the GGUF-layout kernels' results bit for bit, for one token and
 // several (and a prompt's one), any split of the rows over threads, and beside GGUF-layout products in one call.
 #include <cmath>
@@ -20,9 +20,9 @@
 namespace moetier::quant {
 namespace {
 
-// Random rows of a Q8_0, Q4_K, Q5_K, Q6_K or MXFP4 matrix: every byte random (Q8_0 codes down to -128, Q4_K and Q5_K
-// scales and mins, Q5_K fifth bits, Q6_K int8 scales down to -128, all nibbles), then each block's fp16 fields
-// (Q8_0 and Q6_K d, Q4_K and Q5_K d and dmin)
+// Random rows of a Q8_0, Q4_K, Q5_K, Q6_K, MXFP4 or IQ4_XS matrix: every byte random (Q8_0 codes down to -128, Q4_K
+// and Q5_K scales and mins, Q5_K fifth bits, Q6_K int8 scales down to -128, IQ4_XS 6-bit scales, all nibbles), then
+// each block's fp16 fields (Q8_0, Q6_K and IQ4_XS d, Q4_K and Q5_K d and dmin)
 // +-[2^-10, 2^-4] (a negative dmin included: the kernels must not assume the quantizer's signs), or MXFP4's
 // exponent: 0 to 3 (the subnormal scales 2^-128, 2^-127 and the first normal ones) or 100 to 135 (2^-28 to 2^7),
 // which keep the products finite; all_exponents: every exponent 0 to 255 in turn instead.
@@ -46,6 +46,7 @@ std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, st
       type == GgmlType::Q8_0                              ? std::vector<size_t>{offsetof(BlockQ8_0, d)}
       : type == GgmlType::Q4_K || type == GgmlType::Q5_K ? std::vector<size_t>{offsetof(BlockQ4_K, d),
                                                                                 offsetof(BlockQ4_K, dmin)}
+      : type == GgmlType::IQ4_XS                          ? std::vector<size_t>{offsetof(BlockIQ4_XS, d)}
                                                           : std::vector<size_t>{offsetof(BlockQ6_K, d)};
   for (size_t at = 0; at < m.size(); at += traits(type).type_size) {
     for (const size_t field : fields) {
@@ -88,7 +89,8 @@ struct TwoMatrices {
 // The types with a rows16 layout, each where this CPU has its kernel.
 std::vector<GgmlType> rows16_types() {
   std::vector<GgmlType> t;
-  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
+  for (const GgmlType type :
+       {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_XS}) {
     if (kernels::has_rows16_kernel(type)) t.push_back(type);
   }
   return t;
@@ -112,7 +114,7 @@ void for_each_block(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng
   }
 }
 
-TEST(Rows16, LayoutFitsQ8_0Q4_KToQ6_KAndMXFP4InGroupsOf16Rows) {
+TEST(Rows16, LayoutFitsQ8_0Q4_KToQ6_KMXFP4AndIQ4_XSInGroupsOf16Rows) {
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 16, 32));
   EXPECT_TRUE(rows16_layout_fits(GgmlType::Q8_0, 2880, 2880));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q8_0, 24, 32));
@@ -130,12 +132,16 @@ TEST(Rows16, LayoutFitsQ8_0Q4_KToQ6_KAndMXFP4InGroupsOf16Rows) {
   EXPECT_TRUE(rows16_layout_fits(GgmlType::MXFP4, 16, 32));
   EXPECT_TRUE(rows16_layout_fits(GgmlType::MXFP4, 2880, 2880));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::MXFP4, 8, 32));
-  EXPECT_FALSE(rows16_layout_fits(GgmlType::IQ4_XS, 16, 256));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::IQ4_XS, 16, 256));
+  EXPECT_TRUE(rows16_layout_fits(GgmlType::IQ4_XS, 2048, 768));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::IQ4_XS, 24, 256));
+  EXPECT_FALSE(rows16_layout_fits(GgmlType::IQ4_NL, 16, 256));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::Q3_K, 16, 256));
   EXPECT_FALSE(rows16_layout_fits(GgmlType::F16, 16, 32));
   static_assert(kRows16BlockBytes == 16 * sizeof(BlockQ8_0) && kRows16Q4KBlockBytes == 16 * sizeof(BlockQ4_K) &&
                 kRows16Q5KBlockBytes == 16 * sizeof(BlockQ5_K) && kRows16Q6KBlockBytes == 16 * sizeof(BlockQ6_K) &&
-                kRows16Mxfp4BlockBytes == 16 * sizeof(BlockMXFP4));
+                kRows16Mxfp4BlockBytes == 16 * sizeof(BlockMXFP4) &&
+                kRows16Iq4XsBlockBytes == 16 * sizeof(BlockIQ4_XS));
 }
 
 TEST(Rows16, EveryByteGoesWhereTheLayoutSays) {
@@ -207,6 +213,20 @@ TEST(Rows16, EveryMXFP4ByteGoesWhereTheLayoutSays) {
           << "qs dword " << i << " of row " << r << " block " << b;
     }
     ASSERT_EQ(blk[kRows16Mxfp4EAt + l], src[offsetof(BlockMXFP4, e)]) << "exponent of row " << r << " block " << b;
+  });
+}
+
+TEST(Rows16, EveryIQ4_XSByteGoesWhereTheLayoutSays) {
+  std::mt19937 rng(15);
+  for_each_block(GgmlType::IQ4_XS, 32, 768, rng, [](const uint8_t* src, const uint8_t* blk, auto r, auto b, auto l) {
+    // the head: d | scales_h << 16 in lane l of vector 0, scales_l in vector 1
+    ASSERT_EQ(0, std::memcmp(blk + 4 * l, src + offsetof(BlockIQ4_XS, d), 2)) << "d of row " << r << " block " << b;
+    ASSERT_EQ(0, std::memcmp(blk + 4 * l + 2, src + offsetof(BlockIQ4_XS, scales_h), 2)) << "scales_h of row " << r;
+    ASSERT_EQ(0, std::memcmp(blk + 64 + 4 * l, src + offsetof(BlockIQ4_XS, scales_l), 4)) << "scales_l of row " << r;
+    for (int i = 0; i < 32; ++i) {
+      ASSERT_EQ(0, std::memcmp(blk + kRows16Iq4XsQsAt + 64 * i + 4 * l, src + offsetof(BlockIQ4_XS, qs) + 4 * i, 4))
+          << "qs dword " << i << " of row " << r << " block " << b;
+    }
   });
 }
 

@@ -348,7 +348,11 @@ HWY_FLATTEN void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows
 // level is (nibbles 0-7: vptestnmb and a masked subtraction): |w| (-x) = w x, pairs at most 2 * 127 * 127. The
 // signed 6-bit scales (scale6 - 32, from the low nibbles of scales_l and two bits of scales_h each) are unpacked
 // once per block into 8 int16 in every 128 bits, and pick[p] widens scale 2p over the low half and 2p + 1 over the
-// high one, which AddWordProducts applies. IQ4_XS has no mins. Before, IQ4_XS took the
+// high one, which pmaddwd applies. IQ4_XS has no mins. The block's 16 int32 lanes are then the 16 sums of 16
+// elements, each times its sub-block's scale (lane 4c + p: sub-block 2p + c / 2, elements 16 (c % 2) ..): one sum per
+// lane that the rows16 kernel (int8_rows16-inl.h, Iq4XsOneTokenGroups) makes with one multiply per sum, where lanes of
+// 4 elements each from every part took one per part and lane; the transposing sums cost 6 operations per block and
+// row. Before, IQ4_XS took the
 // portable int16 kernels (DecIQ4_XS): bench_matvec on a 2-vCPU AMD EPYC (Zen 4), 3 alternating runs, GB/s at 1 / 2
 // threads: MatvecHot/IQ4_XS/768x2048 10.7 / 20.0 -> 15.0-16.4 / 26.2-27.9 (with the levels by pshufb; vpermb then
 // faster in 3 of 3 alternating runs, 15.1-16.1 -> 16.7-17.4 at 1 thread); Matvec/IQ4_XS/2048x4096 8.2-9.6 /
@@ -396,7 +400,7 @@ HWY_INLINE void Iq4XsRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, f
       const uint8_t* blk = rows[r] + static_cast<size_t>(b) * kB;
       PrefetchAhead<kB>(blk);
       const __m512i sc = block_scales(blk);
-      __m512i sumi[2] = {zero, zero};  // two chains, for latency
+      __m512i part[4];  // 128-bit lane c of part[p]: sub-block 2p + c / 2, elements 16 (c % 2) .. + 15, times its scale
       for (int p = 0; p < 4; ++p) {
         const __m512i v = _mm512_castsi256_si512(LoadU(blk + offsetof(B, qs) + 32 * p));
         // Bit 3 of each byte is its nibble's own after the shift, whatever the neighbouring nibble left above it.
@@ -410,14 +414,19 @@ HWY_INLINE void Iq4XsRows512(const uint8_t* const (&rows)[R], const Q8Rows& x, f
         const __m512i xv = _mm512_loadu_si512(xb + 64 * p);
         const __m512i xs = _mm512_mask_sub_epi8(xv, _mm512_testn_epi8_mask(nib, eight), zero, xv);
         const __m512i prod = _mm512_maddubs_epi16(aw, xs);
-        const __m512i scale = _mm512_shuffle_epi8(sc, pick[p]);
-        sumi[p % 2] = AddWordProducts(sumi[p % 2], prod, scale);
+        part[p] = _mm512_madd_epi16(prod, _mm512_shuffle_epi8(sc, pick[p]));
       }
+      // Lane 4c + p: the sum of 128-bit lane c of part[p] (two unpack-and-add steps, a 4 x 4 transpose of the sums).
+      const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(part[0], part[1]),
+                                           _mm512_unpackhi_epi32(part[0], part[1]));
+      const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(part[2], part[3]),
+                                           _mm512_unpackhi_epi32(part[2], part[3]));
+      const __m512i sum = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
       const __m512 ddx = _mm512_set1_ps(Fp16At(blk + offsetof(B, d)) * x.d[b]);
-      acc[r] = _mm512_fmadd_ps(ddx, _mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0], sumi[1])), acc[r]);
+      acc[r] = _mm512_fmadd_ps(ddx, _mm512_cvtepi32_ps(sum), acc[r]);
     }
   }
-  for (size_t r = 0; r < R; ++r) *y[r] = _mm512_reduce_add_ps(acc[r]);
+  for (size_t r = 0; r < R; ++r) *y[r] = ReduceLanes512(acc[r]);
 }
 
 // One token (decode) of rows r0 .. r1 - 1 by Iq4XsRows512, two at a time, one from each of two streams; flattened

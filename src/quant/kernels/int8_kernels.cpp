@@ -500,7 +500,7 @@ void QuantizeQ8Row(const float* x, int64_t tok, const Q8Rows& out) {
 bool HasRows16(GgmlType type) {
 #if HWY_TARGET == HWY_AVX3_DL
   return type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ||
-         type == GgmlType::MXFP4;
+         type == GgmlType::MXFP4 || type == GgmlType::IQ4_XS;
 #else
   (void)type;
   return false;

@@ -123,7 +123,7 @@ bool one_stream_rows();
 // Tests: one_stream_rows() answers `one` (0 or 1), or the CPU's own answer again (-1).
 void set_one_stream_rows_for_test(int one);
 
-// Whether the one-token kernels of rows16 Q4_K, Q5_K and Q6_K weights (int8_rows16-inl.h), which read a thread's
+// Whether the one-token kernels of rows16 K-quant, MXFP4 and IQ4_XS weights (int8_rows16-inl.h), which read a thread's
 // groups in one stream, ask for the bytes 8 KiB ahead as they go: on AMD CPUs of family 1Ah (Zen 5) and later, where
 // they read from DRAM faster with it. Not on Zen 4 (family 19h), where the hardware prefetcher alone read faster, nor
 // on Intel CPUs, where a first form of the kernels read slower with it (int8_rows16-inl.h, docs/design.md). A result
@@ -133,8 +133,8 @@ bool rows16_prefetch();
 void set_rows16_prefetch_for_test(int prefetch);
 
 // Whether the best target this CPU has reads weights of type t in the rows16 layout (quant/repack.h, kernels in
-// int8_rows16-inl.h): Q8_0, Q4_K, Q5_K, Q6_K and MXFP4 with AVX512-VNNI (Highway's AVX3_DL). Where false, nothing
-// should be repacked.
+// int8_rows16-inl.h): Q8_0, Q4_K, Q5_K, Q6_K, MXFP4 and IQ4_XS with AVX512-VNNI (Highway's AVX3_DL). Where false,
+// nothing should be repacked.
 bool has_rows16_kernel(GgmlType t);
 
 // quant::repack_rows16 (quant/repack.h: its contract, and the scalar specification of the bytes), the same bytes:

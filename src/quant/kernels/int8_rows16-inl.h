@@ -1,7 +1,7 @@
 // Integer kernels of weights repacked with 16 rows in the lanes (quant/repack.h, rows16), AVX512-VNNI (Highway's
 // AVX3_DL target) only: Q8_0, Q4_K and Q5_K (Q45KGroup below; several tokens: vnni512::Rows16Q45KLanes), Q6_K
-// (Q6KOneTokenGroups; several tokens: vnni512::Rows16Q6KLanes) and MXFP4 (Mxfp4OneTokenGroups; several tokens:
-// vnni512::Rows16Mxfp4Lanes).
+// (Q6KOneTokenGroups; several tokens: vnni512::Rows16Q6KLanes), MXFP4 (Mxfp4OneTokenGroups; several tokens:
+// vnni512::Rows16Mxfp4Lanes) and IQ4_XS (Iq4XsOneTokenGroups; several tokens: vnni512::Rows16Iq4XsLanes).
 //
 // Q8_0: per group of 16 rows and 32-column block: the 16 rows' scales in one load (vcvtph2ps, times the token's block
 // scale), then per quad of columns one vpdpbusd of the quad's 64 bytes (16 rows' 4 unsigned codes) with the token's
@@ -376,6 +376,55 @@ HWY_FLATTEN void Mxfp4OneTokenGroups(const uint8_t* w, int64_t cols, const Q8Row
   }
 }
 
+// IQ4_XS, one token: acc[L] holds lane L of avx2::Iq4XsRows512's float accumulator for the 16 rows, updated by the
+// same operations on the same values. In that kernel, lane 4c + p of a block's integer sum is sub-block s = 2p + c / 2's
+// scale times the 16 products of its elements 16h .. 16h + 15, h = c % 2: its qs dwords 4s .. 4s + 3 (quant/repack.h),
+// their low nibbles for h = 0, high ones for h = 1. Here each such sum of 16 is 4 vpdpbusd of the levels plus 128
+// (one vpermb per vector of codes) started from the offset's share (-128 times the activation sum of 16, Q8Rows::sums;
+// exact in int32, |sum| <= 16 * 127 * 127), one vpmulld by the 16 rows' scale, one conversion and one fused
+// multiply-add: per block of 16 rows 64 vpdpbusd, 64 vpermb, 16 vpmulld and ~140 other operations, where the GGUF
+// layout's kernel spends ~50 per row. The lanes are then added in ReduceLanes512's order. kPrefetch: as
+// Q45KOneTokenGroups.
+template <bool kPrefetch>
+HWY_FLATTEN void Iq4XsOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows& x, float* y, int64_t g0,
+                                     int64_t g1) {
+  using L = vnni512::Iq4XsLanes;
+  const int64_t nb = cols / kQK_K;
+  const __m512i table = L::LevelTable();
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* gw = w + static_cast<size_t>(g * nb) * kRows16Iq4XsBlockBytes;
+    __m512 acc[16];
+    for (__m512& a : acc) a = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = gw + static_cast<size_t>(b) * kRows16Iq4XsBlockBytes;
+      if constexpr (kPrefetch) PrefetchAhead<kRows16Iq4XsBlockBytes, kRows16PrefetchAhead>(blk);
+      const uint8_t* qs = blk + kRows16Iq4XsQsAt;
+      const int8_t* xb = x.q + b * kQK_K;
+      const int16_t* xs = x.sums + b * 16;
+      const __m512i h0 = _mm512_loadu_si512(blk), h1 = _mm512_loadu_si512(blk + 64);
+      const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h0)), _mm512_set1_ps(x.d[b]));
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        __m512i sum[2] = {_mm512_set1_epi32(-128 * xs[2 * s]), _mm512_set1_epi32(-128 * xs[2 * s + 1])};
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const __m512i q = _mm512_loadu_si512(qs + 64 * (4 * s + k));
+          sum[0] = vnni512::DpBusdBcast(sum[0], _mm512_permutexvar_epi8(q, table), xb + 32 * s + 4 * k);
+          sum[1] = vnni512::DpBusdBcast(sum[1], _mm512_permutexvar_epi8(_mm512_srli_epi32(q, 4), table),
+                                        xb + 32 * s + 16 + 4 * k);
+        }
+        const __m512i scale = L::SubBlockScale(h0, h1, s);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          __m512& a = acc[4 * (2 * (s % 2) + h) + s / 2];
+          a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sum[h], scale)), dd, a);
+        }
+      }
+    }
+    _mm512_storeu_ps(y + g * kRows16, ReduceLanes16Rows(acc));
+  }
+}
+
 // A rows16 MXFP4 matrix: several tokens (or a prompt's one) through the tiles (vnni512::Rows16Mxfp4Lanes), one token
 // as the GGUF layout's kernel on this CPU sums (Mxfp4OneTokenGroups).
 HWY_INLINE void Mxfp4Groups(const uint8_t* w, int64_t cols, const Q8Rows& x, int64_t n_tok, float* y,
@@ -418,6 +467,10 @@ inline bool MatmulRows16(GgmlType type, const uint8_t* w, int64_t cols, const Q8
                                             y_stride, g0, g1);
       return true;
     case GgmlType::MXFP4: Mxfp4Groups(w, cols, x, n_tok, y, y_stride, g0, g1); return true;
+    case GgmlType::IQ4_XS:
+      KQuantGroups<vnni512::Rows16Iq4XsLanes>(Iq4XsOneTokenGroups<true>, Iq4XsOneTokenGroups<false>, w, cols, x, n_tok,
+                                              y, y_stride, g0, g1);
+      return true;
     default: return false;
   }
 }

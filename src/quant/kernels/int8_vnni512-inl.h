@@ -343,20 +343,37 @@ struct Iq4XsLanes {
                   offsetof(BlockIQ4_XS, scales_l) == 4 && offsetof(BlockIQ4_XS, qs) == 8);
     __m512i h[4];  // lane r: row r's d | scales_h << 16 in h[0], scales_l in h[1] (h[2], h[3]: qs, read below)
     RowHeads(rows, at, h);
-    o.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    UnpackLanes(h[0], h[1], [&](int p, __m512i (&q)[8]) HWY_ATTR {
+      RowQuads(rows, at + offsetof(BlockIQ4_XS, qs) + 32 * static_cast<size_t>(p), q);
+    }, o);
+  }
+  // Sub-block s's scale (int32) in lane r from h0, h1 as UnpackLanes takes them: scale6 - 32, the low nibble from
+  // scales_l, the high two bits from scales_h.
+  static HWY_INLINE __m512i SubBlockScale(__m512i h0, __m512i h1, int s) {
+    const __m512i low = _mm512_and_si512(_mm512_srli_epi32(h1, 4 * s), _mm512_set1_epi32(0x0f));
+    const __m512i high = _mm512_and_si512(_mm512_srli_epi32(h0, 16 + 2 * s), _mm512_set1_epi32(3));
+    return _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 4)), _mm512_set1_epi32(32));
+  }
+  // The levels plus 128 in each 16 bytes (vpermb reads 6 index bits: a neighbouring nibble's bits 4-5 pick the same).
+  static HWY_INLINE __m512i LevelTable() {
+    uint8_t levels[16];
+    for (int i = 0; i < 16; ++i) levels[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
+  }
+  // The block from its 16 rows' dwords: h0, h1 (lane r: row r's d | scales_h << 16, its scales_l) and, through
+  // quads(p, q), lane r of q[i] row r's qs dword 8p + i.
+  template <class Quads>
+  static HWY_INLINE void UnpackLanes(__m512i h0, __m512i h1, const Quads& quads, Block& o) {
+    o.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h0));
     for (int s = 0; s < 8; ++s) {
-      const __m512i low = _mm512_and_si512(_mm512_srli_epi32(h[1], 4 * s), _mm512_set1_epi32(0x0f));
-      const __m512i high = _mm512_and_si512(_mm512_srli_epi32(h[0], 16 + 2 * s), _mm512_set1_epi32(3));
-      const __m512i scale = _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 4)), _mm512_set1_epi32(32));
+      const __m512i scale = SubBlockScale(h0, h1, s);
       o.scale[s] = scale;
       o.off[s] = _mm512_or_si512(_mm512_and_si512(scale, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(scale, 16));
     }
-    uint8_t levels[16];
-    for (int i = 0; i < 16; ++i) levels[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
-    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
+    const __m512i table = LevelTable();
     for (int p = 0; p < 4; ++p) {  // qs bytes 32p ..: sub-blocks 2p (dwords 0-3) and 2p + 1 (dwords 4-7)
       __m512i q[8];
-      RowQuads(rows, at + offsetof(BlockIQ4_XS, qs) + 32 * static_cast<size_t>(p), q);
+      quads(p, q);
       for (int i = 0; i < 8; ++i) {
         __m512i* sub = o.codes + 8 * (2 * p + i / 4);
         sub[i % 4] = _mm512_permutexvar_epi8(q[i], table);
@@ -543,6 +560,20 @@ struct Rows16Q6KLanes : Q6KLanes {
           for (int i = 0; i < 8; ++i) ql[i] = _mm512_loadu_si512(codes + 64 * (6 * i + 3 * h + 1 + part));
         },
         o);
+  }
+};
+
+// IQ4_XS repacked with 16 rows in the lanes (quant/repack.h, rows16): a block of a group holds the dwords that
+// Iq4XsLanes transposes from the GGUF layout (RowHeads, RowQuads), in the same order, so the same unpacking and tiles
+// give the same bits from 34 loads, nothing to transpose.
+struct Rows16Iq4XsLanes : Iq4XsLanes {
+  static constexpr size_t kBytes = kRows16Iq4XsBlockBytes;
+  static constexpr bool kGrouped = true;  // rows[0]: the group's bytes
+  static HWY_INLINE void Unpack(const uint8_t* const (&rows)[16], size_t at, Block& o) {
+    const uint8_t* blk = rows[0] + at;
+    UnpackLanes(_mm512_loadu_si512(blk), _mm512_loadu_si512(blk + 64), [&](int p, __m512i (&q)[8]) HWY_ATTR {
+      for (int i = 0; i < 8; ++i) q[i] = _mm512_loadu_si512(blk + kRows16Iq4XsQsAt + 64 * (8 * p + i));
+    }, o);
   }
 };
 

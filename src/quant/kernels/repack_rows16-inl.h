@@ -40,7 +40,7 @@ class GroupBlock {
   GroupBlock(const uint8_t* row0, __m512i lanes, uint8_t* out) : row0_(row0), lanes_(lanes), out_(out) {}
   // The vector at byte `at` of the block: dword `src` (a byte offset) of each row's block, each byte XOR `flip`. Every
   // dword read here, in Halves and in Bytes lies within its row's block (the last ones: Q8_0's bytes 30-33 of 34,
-  // Q6_K's 206-209 of 210, MXFP4's 13-16 of 17), so nothing past the matrix is read.
+  // Q6_K's 206-209 of 210, MXFP4's 13-16 of 17, IQ4_XS's 132-135 of 136), so nothing past the matrix is read.
   HWY_INLINE void Dwords(size_t at, size_t src, uint8_t flip = 0) const {
     __m512i v = _mm512_i32gather_epi32(lanes_, row0_ + src, 1);
     if (flip != 0) v = _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(flip)));
@@ -109,6 +109,10 @@ HWY_INLINE void Mxfp4(const GroupBlock& o) {
   o.Bytes(kRows16Mxfp4EAt, 0);
 }
 
+HWY_INLINE void Iq4Xs(const GroupBlock& o) {
+  for (size_t i = 0; i < sizeof(BlockIQ4_XS) / 4; ++i) o.Dwords(64 * i, 4 * i);
+}
+
 // repack_rows16's contract (quant/repack.h); row_bytes * 15 + a row's bytes must fit an int32 (gather offsets).
 HWY_INLINE void Groups(GgmlType type, const uint8_t* src, size_t row_bytes, int64_t cols, int64_t g0, int64_t g1,
                        uint8_t* dst) {
@@ -116,7 +120,8 @@ HWY_INLINE void Groups(GgmlType type, const uint8_t* src, size_t row_bytes, int6
                        : type == GgmlType::Q4_K ? sizeof(BlockQ4_K)
                        : type == GgmlType::Q5_K ? sizeof(BlockQ5_K)
                        : type == GgmlType::MXFP4 ? sizeof(BlockMXFP4)
-                                                : sizeof(BlockQ6_K);
+                       : type == GgmlType::IQ4_XS ? sizeof(BlockIQ4_XS)
+                                                 : sizeof(BlockQ6_K);
   const int64_t nb = cols / (type == GgmlType::Q8_0 || type == GgmlType::MXFP4 ? kQK : kQK_K);
   const __m512i lanes = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32(static_cast<int32_t>(row_bytes)));
@@ -139,6 +144,7 @@ HWY_INLINE void Groups(GgmlType type, const uint8_t* src, size_t row_bytes, int6
         case GgmlType::Q4_K: Q45K<BlockQ4_K>(o); break;
         case GgmlType::Q5_K: Q45K<BlockQ5_K>(o); break;
         case GgmlType::MXFP4: Mxfp4(o); break;
+        case GgmlType::IQ4_XS: Iq4Xs(o); break;
         default: Q6K(o); break;
       }
     }
