@@ -451,7 +451,8 @@ int register_all() {
   }
   // The load's repack, from DRAM (151 MB of Q4_K, 285 MB of Q8_0: past cold_bytes' 128 MiB): a Qwen3-30B-A3B gate
   // stack (128 experts) is 98304 x 2048.
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
+  for (GgmlType t :
+       {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_XS}) {
     if (!quant::kernels::has_rows16_kernel(t)) continue;
     for (const bool fresh : {false, true}) {
       for (const bool fast : {false, true}) {

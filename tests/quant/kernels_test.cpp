@@ -1005,6 +1005,78 @@ TEST(MatmulKernels, OneTokenMxfp4AddsBlockSumsInSixteenChains) {
   }
 }
 
+// One token of IQ4_XS on AVX512-VNNI (Iq4XsRows512, and the rows16 layout's Iq4XsOneTokenGroups): per row and block,
+// 16 exact integer sums, sub-block s's scale times the products of its elements 16h .. 16h + 15 in lane
+// 4 (2 (s % 2) + h) + s / 2, each converted once and added with one rounding step, acc[L] = fma(float(isum),
+// d_w * d_x, acc[L]) over the blocks in order, then the 16 lanes added in halves (j and j + 8, then j + 4, j + 2,
+// j + 1). Checked bit for bit against that formula written out in
+// scalar code, from the activations the kernels quantized: the GGUF layout (two streams of rows) and the rows16 one
+// (with its software prefetch, and without), at 1, 3 and 8 blocks a row.
+TEST(MatmulKernels, OneTokenIq4XsSumsSubBlockHalvesInLanes) {
+  if (!kernels::has_rows16_kernel(GgmlType::IQ4_XS)) {
+    GTEST_SKIP() << "IQ4_XS's one-token kernels are checked against this order with AVX512-VNNI only ("
+                 << kernels::int8_kernels_name() << ")";
+  }
+  std::mt19937 rng(39);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t rows = 37;
+  for (const int64_t cols : {2048, 768, 256}) {
+    const int64_t nb = cols / 256;
+    std::vector<float> x(static_cast<size_t>(cols));  // [1, cols]
+    for (auto& v : x) v = normal(rng);
+    const auto wb = random_matrix(GgmlType::IQ4_XS, rows, cols, rng);
+    const size_t rb = row_bytes(GgmlType::IQ4_XS, cols);
+    const QuantizedTokens a(GgmlType::IQ4_XS, x.data(), 1, cols);  // Q8_K blocks of 256
+    std::vector<float> want(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc[16] = {};
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = wb.data() + static_cast<size_t>(r) * rb + static_cast<size_t>(b) * sizeof(BlockIQ4_XS);
+        uint16_t dh, scales_h;
+        std::memcpy(&dh, blk + offsetof(BlockIQ4_XS, d), 2);
+        std::memcpy(&scales_h, blk + offsetof(BlockIQ4_XS, scales_h), 2);
+        const float dd = fp16_to_fp32(dh) * a.d[static_cast<size_t>(b)];
+        for (int s = 0; s < 8; ++s) {
+          const int scale = ((blk[offsetof(BlockIQ4_XS, scales_l) + s / 2] >> 4 * (s % 2) & 15) |
+                             (scales_h >> 2 * s & 3) << 4) - 32;
+          for (int h = 0; h < 2; ++h) {
+            int32_t isum = 0;
+            for (int i = 0; i < 16; ++i) {
+              const int code = blk[offsetof(BlockIQ4_XS, qs) + 16 * s + i] >> 4 * h & 15;
+              isum += kIq4nlValues[code] * a.q[static_cast<size_t>(b * 256 + 32 * s + 16 * h + i)];
+            }
+            float& l = acc[4 * (2 * (s % 2) + h) + s / 2];
+            l = std::fma(static_cast<float>(scale * isum), dd, l);
+          }
+        }
+      }
+      for (int half = 8; half >= 1; half /= 2) {
+        for (int j = 0; j < half; ++j) acc[j] = acc[j] + acc[j + half];
+      }
+      want[static_cast<size_t>(r)] = acc[0];
+    }
+    std::vector<uint8_t> r16(rb * 32);  // the first 32 rows repacked
+    repack_rows16(GgmlType::IQ4_XS, wb.data(), rb, cols, 0, 2, r16.data());
+    for (const bool rows16 : {false, true}) {
+      for (const int prefetch : {0, 1}) {
+        kernels::set_rows16_prefetch_for_test(prefetch);
+        const int64_t n_rows = rows16 ? 32 : rows;
+        const WeightView w{GgmlType::IQ4_XS, rows16 ? r16.data() : wb.data(), n_rows, cols, rb, Memory::host,
+                           rows16 ? WeightLayout::rows16 : WeightLayout::gguf};
+        MatmulScratch mm(cols, 1, ActivationRounding::match_ggml);
+        std::vector<float> y(static_cast<size_t>(n_rows), NAN);
+        matmul(w, x.data(), y.data(), 1, mm);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          EXPECT_EQ(0, std::memcmp(&y[static_cast<size_t>(r)], &want[static_cast<size_t>(r)], sizeof(float)))
+              << (rows16 ? "rows16" : "GGUF") << " " << cols << " columns, row " << r << ": " << y[r] << " vs "
+              << want[r] << (prefetch ? ", prefetched" : "");
+        }
+      }
+      kernels::set_rows16_prefetch_for_test(-1);
+    }
+  }
+}
+
 // The attention softmax against double precision on every target: rows around the vector widths (the partial
 // tail), with and without a sink logit, scores spread over +-30 so that exponents far below the maximum occur.
 // Bound per element: e^(x - m) is within 1 ULP of the exact value of the rounded difference, which is within

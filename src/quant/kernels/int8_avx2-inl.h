@@ -16,9 +16,9 @@
 // (TileBlock32, Block32Rows; MXFP4's one-token rows in 512-bit vectors, Mxfp4Rows512). In the K-quant tiles here
 // (8 tokens in the lanes) a lane's int32 sum must be scaled per sub-block, and there vpdpbusd + vpdpwssd measured
 // no faster (Matmul/Q4_K tok8 slower, tok128 faster); on AVX3_DL the K-quant tiles put 16 weight rows in the
-// lanes instead (int8_vnni512-inl.h), which this file's tiles remain the specification of. The one-token Q4_K, Q5_K,
-// IQ4_XS and Q6_K rows of the AVX-512 targets (Q4KRows512, Iq4XsRows512, Q6KRow512) apply the sub-block scales with
-// vpdpwssd; IQ4_XS has no token tiles here (several tokens take the portable kernels, or with AVX512-VNNI
+// lanes instead (int8_vnni512-inl.h), which this file's tiles remain the specification of. The one-token Q4_K, Q5_K
+// and Q6_K rows of the AVX-512 targets (Q4KRows512, Q6KRow512) apply the sub-block scales with vpdpwssd, IQ4_XS's
+// (Iq4XsRows512) with pmaddwd before its transposing sums; IQ4_XS has no token tiles here (several tokens take the portable kernels, or with AVX512-VNNI
 // vnni512::Iq4XsLanes).
 // Included by int8_kernels.cpp inside its per-target namespace; compiled for the AVX2 and AVX-512 targets only.
 #if defined(MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -351,7 +351,7 @@ HWY_FLATTEN void Q4KOneToken512(const uint8_t* w, size_t row_bytes, const Q8Rows
 // high one, which pmaddwd applies. IQ4_XS has no mins. The block's 16 int32 lanes are then the 16 sums of 16
 // elements, each times its sub-block's scale (lane 4c + p: sub-block 2p + c / 2, elements 16 (c % 2) ..): one sum per
 // lane that the rows16 kernel (int8_rows16-inl.h, Iq4XsOneTokenGroups) makes with one multiply per sum, where lanes of
-// 4 elements each from every part took one per part and lane; the transposing sums cost 6 operations per block and
+// 4 elements each from every part took one per part and lane; the transposing sums cost 9 operations per block and
 // row. Before, IQ4_XS took the
 // portable int16 kernels (DecIQ4_XS): bench_matvec on a 2-vCPU AMD EPYC (Zen 4), 3 alternating runs, GB/s at 1 / 2
 // threads: MatvecHot/IQ4_XS/768x2048 10.7 / 20.0 -> 15.0-16.4 / 26.2-27.9 (with the levels by pshufb; vpermb then

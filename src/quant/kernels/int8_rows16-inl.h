@@ -438,7 +438,7 @@ HWY_INLINE void Mxfp4Groups(const uint8_t* w, int64_t cols, const Q8Rows& x, int
   Mxfp4OneTokenGroups<false>(w, cols, x, y, g0, g1);
 }
 
-// A rows16 K-quant matrix: several tokens (or a prompt's one) through the tiles K, one token through one_token (with
+// A rows16 K-quant or IQ4_XS matrix: several tokens (or a prompt's one) through the tiles K, one token through one_token (with
 // the software prefetch where rows16_prefetch() says so).
 using OneTokenGroups = void (*)(const uint8_t*, int64_t, const Q8Rows&, float*, int64_t, int64_t);
 template <class K>
