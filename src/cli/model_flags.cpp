@@ -47,9 +47,9 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
                  "model's experts per layer)")
       ->transform(whole<int64_t>(1));
   cmd.add_flag("--no-repack", no_repack,
-               "keep the Q8_0, Q4_K-Q6_K, MXFP4 and IQ4_XS matrices (dense, resident routed experts, streamed experts in "
-               "the cache) as the file stores them instead of repacked for the AVX512-VNNI kernels (the same "
-               "results, slower; as llama.cpp)");
+               "keep the Q8_0, Q4_K-Q6_K, MXFP4 and IQ4_XS matrices (dense, resident routed experts, streamed "
+               "experts in the cache) as the file stores them instead of repacked for the AVX512-VNNI kernels (the "
+               "same results, slower; as llama.cpp)");
   cmd.add_flag("--no-repack-experts", no_repack_experts,
                "repack only the dense matrices: keep the resident routed experts mapped as the file stores them "
                "(loads faster; they are repacked only where the model fits in RAM anyway) and streamed experts "
@@ -91,9 +91,9 @@ void ModelFlags::add_to(CLI::App& cmd, const char* ctx_help) {
       ->group(gg);
   const char* g = "Expert streaming";
   cmd.add_option("--experts", experts,
-                 "resident: every expert in RAM (mapped; Q8_0, Q4_K-Q6_K, MXFP4 and IQ4_XS ones repacked where the model "
-                 "fits, see --no-repack-experts); stream: read routed experts from the file into the expert cache; auto: stream "
-                 "when the model does not fit in available RAM")
+                 "resident: every expert in RAM (mapped; Q8_0, Q4_K-Q6_K, MXFP4 and IQ4_XS ones repacked where the "
+                 "model fits, see --no-repack-experts); stream: read routed experts from the file into the expert "
+                 "cache; auto: stream when the model does not fit in available RAM")
       ->capture_default_str()
       ->group(g);
   cmd.add_option("--cache-mb", cache_mb,

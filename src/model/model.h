@@ -74,11 +74,11 @@ struct ModelOptions {
   // The adaptive tier's parameters for `slots` slots over `total` experts (the engine's rule and --adapt-*
   // flags, moe::decide_adapt over RAM); called once at setup, during the model's construction. Null: defaults.
   std::function<moe::PolicyParams(int64_t slots, int64_t total)> vram_policy;
-  // Hold the dense matrices whose type has a rows16 kernel on this CPU (Q8_0, Q4_K-Q6_K, MXFP4, IQ4_XS with AVX512-VNNI)
-  // repacked with 16 rows in the lanes (quant/repack.h): the same results, bit for bit, from faster kernels, at the
-  // cost of a copy in memory the model owns. Only where every product runs on the CPU's integer kernels (no -ngl,
-  // match_ggml). Off unless asked: the engine asks for resident experts only (streamed runs are short of memory, and
-  // their dense weights are placed by --dense-weights).
+  // Hold the dense matrices whose type has a rows16 kernel on this CPU (Q8_0, Q4_K-Q6_K, MXFP4, IQ4_XS with
+  // AVX512-VNNI) repacked with 16 rows in the lanes (quant/repack.h): the same results, bit for bit, from faster
+  // kernels, at the cost of a copy in memory the model owns. Only where every product runs on the CPU's integer kernels
+  // (no -ngl, match_ggml). Off unless asked: the engine asks for resident experts only (streamed runs are short of
+  // memory, and their dense weights are placed by --dense-weights).
   bool repack = false;
   // With repack, the routed experts too when the model reads them from the mapping (no expert source given): each
   // stack whose type has a rows16 kernel becomes a copy, and its pages of the mapping are released (unmapped; see

@@ -18,8 +18,8 @@
 // no faster (Matmul/Q4_K tok8 slower, tok128 faster); on AVX3_DL the K-quant tiles put 16 weight rows in the
 // lanes instead (int8_vnni512-inl.h), which this file's tiles remain the specification of. The one-token Q4_K, Q5_K
 // and Q6_K rows of the AVX-512 targets (Q4KRows512, Q6KRow512) apply the sub-block scales with vpdpwssd, IQ4_XS's
-// (Iq4XsRows512) with pmaddwd before its transposing sums; IQ4_XS has no token tiles here (several tokens take the portable kernels, or with AVX512-VNNI
-// vnni512::Iq4XsLanes).
+// (Iq4XsRows512) with pmaddwd before its transposing sums; IQ4_XS has no token tiles here (several tokens take the
+// portable kernels, or with AVX512-VNNI vnni512::Iq4XsLanes).
 // Included by int8_kernels.cpp inside its per-target namespace; compiled for the AVX2 and AVX-512 targets only.
 #if defined(MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOETIER_QUANT_KERNELS_INT8_AVX2_INL_H_

@@ -376,15 +376,14 @@ HWY_FLATTEN void Mxfp4OneTokenGroups(const uint8_t* w, int64_t cols, const Q8Row
   }
 }
 
-// IQ4_XS, one token: acc[L] holds lane L of avx2::Iq4XsRows512's float accumulator for the 16 rows, updated by the
-// same operations on the same values. In that kernel, lane 4c + p of a block's integer sum is sub-block s = 2p + c / 2's
+// IQ4_XS, one token: acc[L] holds lane L of avx2::Iq4XsRows512's float accumulator for the 16 rows, updated by the same
+// operations on the same values. In that kernel, lane 4c + p of a block's integer sum is sub-block s = 2p + c / 2's
 // scale times the 16 products of its elements 16h .. 16h + 15, h = c % 2: its qs dwords 4s .. 4s + 3 (quant/repack.h),
-// their low nibbles for h = 0, high ones for h = 1. Here each such sum of 16 is 4 vpdpbusd of the levels plus 128
-// (one vpermb per vector of codes) started from the offset's share (-128 times the activation sum of 16, Q8Rows::sums;
-// exact in int32, |sum| <= 16 * 127 * 127), one vpmulld by the 16 rows' scale, one conversion and one fused
-// multiply-add: per block of 16 rows 64 vpdpbusd, 64 vpermb, 16 vpmulld and ~140 other operations, where the GGUF
-// layout's kernel spends ~50 per row. The lanes are then added in ReduceLanes512's order. kPrefetch: as
-// Q45KOneTokenGroups.
+// their low nibbles for h = 0, high ones for h = 1. Here each such sum of 16 is 4 vpdpbusd of the levels plus 128 (one
+// vpermb per vector of codes) started from the offset's share (-128 times the activation sum of 16, Q8Rows::sums; exact
+// in int32, |sum| <= 16 * 127 * 127), one vpmulld by the 16 rows' scale, one conversion and one fused multiply-add: per
+// block of 16 rows 64 vpdpbusd, 64 vpermb, 16 vpmulld and ~140 other operations, where the GGUF layout's kernel spends
+// ~50 per row. The lanes are then added in ReduceLanes512's order. kPrefetch: as Q45KOneTokenGroups.
 template <bool kPrefetch>
 HWY_FLATTEN void Iq4XsOneTokenGroups(const uint8_t* w, int64_t cols, const Q8Rows& x, float* y, int64_t g0,
                                      int64_t g1) {
@@ -438,8 +437,8 @@ HWY_INLINE void Mxfp4Groups(const uint8_t* w, int64_t cols, const Q8Rows& x, int
   Mxfp4OneTokenGroups<false>(w, cols, x, y, g0, g1);
 }
 
-// A rows16 K-quant or IQ4_XS matrix: several tokens (or a prompt's one) through the tiles K, one token through one_token (with
-// the software prefetch where rows16_prefetch() says so).
+// A rows16 K-quant or IQ4_XS matrix: several tokens (or a prompt's one) through the tiles K, one token through
+// one_token (with the software prefetch where rows16_prefetch() says so).
 using OneTokenGroups = void (*)(const uint8_t*, int64_t, const Q8Rows&, float*, int64_t, int64_t);
 template <class K>
 HWY_INLINE void KQuantGroups(OneTokenGroups prefetching, OneTokenGroups plain, const uint8_t* w, int64_t cols,
