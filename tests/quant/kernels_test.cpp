@@ -939,6 +939,35 @@ TEST(MatmulKernels, Iq4XsTilesAddOneRoundedBlockSumAtATime) {
   if (checked == 0) GTEST_SKIP() << "no target on this CPU takes token tiles for IQ4_XS (AVX512-VNNI only)";
 }
 
+// One token x times a GGUF matrix wb ([rows, cols]) and times its first 32 rows repacked (rows16): every result
+// bit for bit want[r], with the file layout's rows read one at a time or two side by side and the rows16 kernels
+// prefetching or not.
+void expect_one_token_bits(GgmlType type, const std::vector<uint8_t>& wb, int64_t rows, int64_t cols,
+                           const std::vector<float>& x, const std::vector<float>& want) {
+  const size_t rb = row_bytes(type, cols);
+  std::vector<uint8_t> r16(rb * 32);
+  repack_rows16(type, wb.data(), rb, cols, 0, 2, r16.data());
+  for (const bool rows16 : {false, true}) {
+    for (const int one_stream : {0, 1}) {
+      kernels::set_one_stream_rows_for_test(one_stream);
+      kernels::set_rows16_prefetch_for_test(one_stream);
+      const int64_t n_rows = rows16 ? 32 : rows;
+      const WeightView w{type, rows16 ? r16.data() : wb.data(), n_rows, cols, rb, Memory::host,
+                         rows16 ? WeightLayout::rows16 : WeightLayout::gguf};
+      MatmulScratch mm(cols, 1, ActivationRounding::match_ggml);
+      std::vector<float> y(static_cast<size_t>(n_rows), NAN);
+      matmul(w, x.data(), y.data(), 1, mm);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        EXPECT_EQ(0, std::memcmp(&y[static_cast<size_t>(r)], &want[static_cast<size_t>(r)], sizeof(float)))
+            << type_name(type) << (rows16 ? " rows16 " : " GGUF ") << cols << " columns, row " << r << ": " << y[r]
+            << " vs " << want[r] << (one_stream ? ", rows one at a time (rows16: prefetched)" : "");
+      }
+    }
+    kernels::set_one_stream_rows_for_test(-1);
+    kernels::set_rows16_prefetch_for_test(-1);
+  }
+}
+
 // One token of MXFP4 on AVX512-VNNI where 512-bit operations run whole (Mxfp4Rows512, and the rows16 layout's
 // Mxfp4OneTokenGroups): per row, each block's exact integer sum converted once and added with one rounding step
 // into chain b % 16, acc[b % 16] = fma(float(isum), d_w * d_x, acc[b % 16]) over the blocks in order, then the 16
@@ -981,27 +1010,7 @@ TEST(MatmulKernels, OneTokenMxfp4AddsBlockSumsInSixteenChains) {
       }
       want[static_cast<size_t>(r)] = acc[0];
     }
-    std::vector<uint8_t> r16(rb * 32);  // the first 32 rows repacked
-    repack_rows16(GgmlType::MXFP4, wb.data(), rb, cols, 0, 2, r16.data());
-    for (const bool rows16 : {false, true}) {
-      for (const int one_stream : {0, 1}) {
-        kernels::set_one_stream_rows_for_test(one_stream);
-        kernels::set_rows16_prefetch_for_test(one_stream);
-        const int64_t n_rows = rows16 ? 32 : rows;
-        const WeightView w{GgmlType::MXFP4, rows16 ? r16.data() : wb.data(), n_rows, cols, rb, Memory::host,
-                           rows16 ? WeightLayout::rows16 : WeightLayout::gguf};
-        MatmulScratch mm(cols, 1, ActivationRounding::match_ggml);
-        std::vector<float> y(static_cast<size_t>(n_rows), NAN);
-        matmul(w, x.data(), y.data(), 1, mm);
-        for (int64_t r = 0; r < n_rows; ++r) {
-          EXPECT_EQ(0, std::memcmp(&y[static_cast<size_t>(r)], &want[static_cast<size_t>(r)], sizeof(float)))
-              << (rows16 ? "rows16" : "GGUF") << " " << cols << " columns, row " << r << ": " << y[r] << " vs "
-              << want[r] << (one_stream ? ", rows one at a time (rows16: prefetched)" : "");
-        }
-      }
-      kernels::set_one_stream_rows_for_test(-1);
-      kernels::set_rows16_prefetch_for_test(-1);
-    }
+    expect_one_token_bits(GgmlType::MXFP4, wb, rows, cols, x, want);
   }
 }
 
@@ -1010,8 +1019,8 @@ TEST(MatmulKernels, OneTokenMxfp4AddsBlockSumsInSixteenChains) {
 // 4 (2 (s % 2) + h) + s / 2, each converted once and added with one rounding step, acc[L] = fma(float(isum),
 // d_w * d_x, acc[L]) over the blocks in order, then the 16 lanes added in halves (j and j + 8, then j + 4, j + 2,
 // j + 1). Checked bit for bit against that formula written out in
-// scalar code, from the activations the kernels quantized: the GGUF layout (two streams of rows) and the rows16 one
-// (with its software prefetch, and without), at 1, 3 and 8 blocks a row.
+// scalar code, from the activations the kernels quantized: the GGUF layout and the rows16 one, as
+// expect_one_token_bits takes them, at 1, 3 and 8 blocks a row.
 TEST(MatmulKernels, OneTokenIq4XsSumsSubBlockHalvesInLanes) {
   if (!kernels::has_rows16_kernel(GgmlType::IQ4_XS)) {
     GTEST_SKIP() << "IQ4_XS's one-token kernels are checked against this order with AVX512-VNNI only ("
@@ -1055,25 +1064,7 @@ TEST(MatmulKernels, OneTokenIq4XsSumsSubBlockHalvesInLanes) {
       }
       want[static_cast<size_t>(r)] = acc[0];
     }
-    std::vector<uint8_t> r16(rb * 32);  // the first 32 rows repacked
-    repack_rows16(GgmlType::IQ4_XS, wb.data(), rb, cols, 0, 2, r16.data());
-    for (const bool rows16 : {false, true}) {
-      for (const int prefetch : {0, 1}) {
-        kernels::set_rows16_prefetch_for_test(prefetch);
-        const int64_t n_rows = rows16 ? 32 : rows;
-        const WeightView w{GgmlType::IQ4_XS, rows16 ? r16.data() : wb.data(), n_rows, cols, rb, Memory::host,
-                           rows16 ? WeightLayout::rows16 : WeightLayout::gguf};
-        MatmulScratch mm(cols, 1, ActivationRounding::match_ggml);
-        std::vector<float> y(static_cast<size_t>(n_rows), NAN);
-        matmul(w, x.data(), y.data(), 1, mm);
-        for (int64_t r = 0; r < n_rows; ++r) {
-          EXPECT_EQ(0, std::memcmp(&y[static_cast<size_t>(r)], &want[static_cast<size_t>(r)], sizeof(float)))
-              << (rows16 ? "rows16" : "GGUF") << " " << cols << " columns, row " << r << ": " << y[r] << " vs "
-              << want[r] << (prefetch ? ", prefetched" : "");
-        }
-      }
-      kernels::set_rows16_prefetch_for_test(-1);
-    }
+    expect_one_token_bits(GgmlType::IQ4_XS, wb, rows, cols, x, want);
   }
 }
 
