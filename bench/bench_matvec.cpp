@@ -9,6 +9,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -277,6 +278,49 @@ void BM_Matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
                                               benchmark::Counter::OneK::kIs1000);
 }
 
+// A MoE layer's prefill products as the engine issues them: `experts` experts' gate and up matrices (rows x cols
+// each) in one matmul_groups call, each expert with its own n_tok activation rows, the weights in one mapping of
+// huge pages (util::map_anonymous, as the engine's resident experts) and past the L3, so they come from DRAM as
+// in a long prompt's layer. Qwen3-30B-A3B: 64 experts of 768 x 2048 (113 MB of Q4_K), 8 tokens each (a 128-token
+// prompt at top-8 of 128 experts); gpt-oss-20b: 32 of 2880 x 2880, 16 tokens (top-4 of 32). Set against
+// Matmul/<type>/768x2048/tok8 (one matrix, cache-resident) it says what reading the weights from DRAM costs the
+// token tiles. G multiply-accumulates per second.
+void BM_MoeMatmul(benchmark::State& state, GgmlType t, int64_t experts, int64_t rows, int64_t cols, int64_t n_tok,
+                  quant::WeightLayout layout) {
+  assert(experts <= static_cast<int64_t>(quant::MatmulScratch::kMaxGroups));
+  const int threads = static_cast<int>(state.range(0));
+  const std::vector<uint8_t> one = repacked(random_weights(t, rows, cols), t, rows, cols, layout);
+  const size_t bytes = one.size() * 2 * experts;
+  uint8_t* const w = moetier::util::map_anonymous(bytes, "benchmark experts");  // [expert][gate, up]
+  std::vector<float> x(static_cast<size_t>(experts * n_tok * cols));      // [expert][n_tok, cols]
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f - 0.001f * static_cast<float>(i % 997);
+  std::vector<float> y(static_cast<size_t>(2 * experts * n_tok * rows));  // [expert][gate, up][n_tok, rows]
+  std::vector<quant::Product> products(static_cast<size_t>(2 * experts));
+  std::vector<quant::ProductGroup> groups(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e) {
+    for (int64_t k = 0; k < 2; ++k) {
+      uint8_t* at = w + static_cast<size_t>(2 * e + k) * one.size();
+      std::memcpy(at, one.data(), one.size());  // distinct copies: nothing stays in cache from one to the next
+      quant::WeightView view{t, at, rows, cols, quant::row_bytes(t, cols)};
+      view.layout = layout;
+      products[static_cast<size_t>(2 * e + k)] = {view, y.data() + (2 * e + k) * n_tok * rows};
+    }
+    groups[static_cast<size_t>(e)] = {std::span<const quant::Product>(products.data() + 2 * e, 2),
+                                      x.data() + e * n_tok * cols, n_tok, true};
+  }
+  quant::MatmulScratch scratch(cols, n_tok, quant::ActivationRounding::match_ggml, experts * n_tok);
+  if (threads > 1) scratch.set_pool(&pool(threads));
+  for (auto _ : state) {
+    quant::matmul_groups(groups, scratch);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  moetier::util::unmap_anonymous(w, bytes);
+  state.counters["macs"] = benchmark::Counter(static_cast<double>(2 * experts * rows * cols * n_tok),
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::OneK::kIs1000);
+}
+
 // The rows16 repack of a matrix of `rows` x `cols` (quant/repack.h) at load: the scalar specification
 // (quant::repack_rows16, spec) or the one the engine calls (kernels::repack_rows16: AVX-512 where the CPU has the
 // rows16 kernels, fast), its groups split over the pool's threads as RepackedMatrices does. fresh: into a new
@@ -436,6 +480,26 @@ int register_all() {
       const std::string name = "Matmul/" + type + "768x2048/tok" + std::to_string(n_tok);
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 768, 2048, n_tok, kRows16)
           ->Arg(1)->Arg(2)->UseRealTime();
+    }
+  }
+  // A MoE layer's prefill from DRAM (BM_MoeMatmul), both layouts: Qwen3-30B-A3B's expert types at its shape and
+  // share of a 128-token prompt (tok8) and of a 512-token one (tok32), gpt-oss-20b's MXFP4 at its own (tok16, tok64).
+  struct MoeShape {
+    GgmlType type;
+    int64_t experts, rows, cols, tok[2];
+  };
+  for (const MoeShape& m :
+       {MoeShape{GgmlType::Q4_K, 64, 768, 2048, {8, 32}}, MoeShape{GgmlType::Q6_K, 64, 768, 2048, {8, 32}},
+        MoeShape{GgmlType::MXFP4, 32, 2880, 2880, {16, 64}}}) {
+    for (const auto layout : {kGguf, kRows16}) {
+      if (layout == kRows16 && !quant::kernels::has_rows16_kernel(m.type)) continue;
+      for (const int64_t n_tok : m.tok) {
+        const std::string name = "MoeMatmul/" + std::string(quant::type_name(m.type)) +
+                                 (layout == kRows16 ? ".rows16/" : "/") + std::to_string(m.experts) + "x2x" +
+                                 std::to_string(m.rows) + "x" + std::to_string(m.cols) + "/tok" + std::to_string(n_tok);
+        benchmark::RegisterBenchmark(name.c_str(), BM_MoeMatmul, m.type, m.experts, m.rows, m.cols, n_tok, layout)
+            ->Arg(1)->Arg(2)->UseRealTime();
+      }
     }
   }
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_XS}) {
