@@ -5,13 +5,16 @@
 // Shapes are (rows, cols) of the stored matrix, cols = GGUF ne[0]: Qwen3-30B-A3B's ffn_gate_exps / ffn_up_exps
 // are 768 x 2048 per expert, ffn_down_exps 2048 x 768, attention 4096 <-> 2048, output 151936 x 2048; gpt-oss
 // uses 2880 x 2880. Weights are random valid blocks (finite, moderate scales), so timings match real data.
-// Run: bench_matvec --benchmark_min_time=0.2 (MOETIER_BENCH_THREADS=N adds an N-thread read bandwidth run)
+// Run: bench_matvec --benchmark_min_time=0.2 (MOETIER_BENCH_THREADS=N adds an N-thread read bandwidth run;
+// MOETIER_BENCH_TARGET=AVX2 runs the AVX2 kernels on an AVX-512 CPU: select_target)
 #include <benchmark/benchmark.h>
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -394,7 +397,25 @@ struct Shape {
   const char* name;
 };
 
+// MOETIER_BENCH_TARGET=<Highway target name> (AVX2, AVX3, AVX3_DL, ...: hwy::TargetName) runs the kernels built for
+// that target on a CPU that has a better one: the AVX2 kernels, which CPUs without AVX-512 take, on an AVX-512 host.
+void select_target() {
+  const char* env = std::getenv("MOETIER_BENCH_TARGET");
+  if (env == nullptr) return;
+  for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
+    if (std::strcmp(hwy::TargetName(t), env) == 0) {
+      hwy::SetSupportedTargetsForTest(t);
+      return;
+    }
+  }
+  std::fprintf(stderr, "MOETIER_BENCH_TARGET=%s: not a target this build has for this CPU (", env);
+  for (const int64_t t : hwy::SupportedAndGeneratedTargets()) std::fprintf(stderr, " %s", hwy::TargetName(t));
+  std::fprintf(stderr, " )\n");
+  std::exit(2);
+}
+
 int register_all() {
+  select_target();
   constexpr auto kGguf = quant::WeightLayout::gguf;
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx2"))
