@@ -282,43 +282,50 @@ void BM_Matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
 }
 
 // A MoE layer's prefill products as the engine issues them: `experts` experts' gate and up matrices (rows x cols
-// each) in one matmul_groups call, each expert with its own n_tok activation rows, the weights in one mapping of
-// huge pages (util::map_anonymous, as the engine's resident experts) and past the L3, so they come from DRAM as
-// in a long prompt's layer. Qwen3-30B-A3B: 64 experts of 768 x 2048 (113 MB of Q4_K), 8 tokens each (a 128-token
-// prompt at top-8 of 128 experts); gpt-oss-20b: 32 of 2880 x 2880, 16 tokens (top-4 of 32). Set against
-// Matmul/<type>/768x2048/tok8 (one matrix, cache-resident) it says what reading the weights from DRAM costs the
-// token tiles. G multiply-accumulates per second.
+// each) in one matmul_groups call (which takes up to 64 groups in one pass), each expert with its own n_tok activation
+// rows. Qwen3-30B-A3B: 64 experts of 768 x 2048 (113 MB of Q4_K), 8 tokens each (a 128-token prompt at top-8 of 128
+// experts); gpt-oss-20b: 32 of 2880 x 2880, 16 tokens (top-4 of 32). Each iteration takes the next of several such
+// sets of weights, together at least cold_bytes(), in one mapping of huge pages where the kernel gives them
+// (util::map_anonymous, as the engine's repacked weights and cache slots): from DRAM, as in a long prompt's layer.
+// Set against Matmul/<type>/768x2048/tok8 (one matrix, cache-resident) it says what reading the weights from DRAM
+// costs the token tiles. G multiply-accumulates per second.
 void BM_MoeMatmul(benchmark::State& state, GgmlType t, int64_t experts, int64_t rows, int64_t cols, int64_t n_tok,
                   quant::WeightLayout layout) {
-  assert(experts <= static_cast<int64_t>(quant::MatmulScratch::kMaxGroups));
   const int threads = static_cast<int>(state.range(0));
   const std::vector<uint8_t> one = repacked(random_weights(t, rows, cols), t, rows, cols, layout);
-  const size_t bytes = one.size() * 2 * experts;
-  uint8_t* const w = moetier::util::map_anonymous(bytes, "benchmark experts");  // [expert][gate, up]
+  const size_t set_bytes = one.size() * 2 * static_cast<size_t>(experts);
+  const size_t sets = std::max<size_t>(1, (cold_bytes() + set_bytes - 1) / set_bytes);
+  uint8_t* const w = moetier::util::map_anonymous(sets * set_bytes, "benchmark experts");  // [set][expert][gate, up]
   std::vector<float> x(static_cast<size_t>(experts * n_tok * cols));      // [expert][n_tok, cols]
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f - 0.001f * static_cast<float>(i % 997);
   std::vector<float> y(static_cast<size_t>(2 * experts * n_tok * rows));  // [expert][gate, up][n_tok, rows]
-  std::vector<quant::Product> products(static_cast<size_t>(2 * experts));
-  std::vector<quant::ProductGroup> groups(static_cast<size_t>(experts));
-  for (int64_t e = 0; e < experts; ++e) {
-    for (int64_t k = 0; k < 2; ++k) {
-      uint8_t* at = w + static_cast<size_t>(2 * e + k) * one.size();
-      std::memcpy(at, one.data(), one.size());  // distinct copies: nothing stays in cache from one to the next
-      quant::WeightView view{t, at, rows, cols, quant::row_bytes(t, cols)};
-      view.layout = layout;
-      products[static_cast<size_t>(2 * e + k)] = {view, y.data() + (2 * e + k) * n_tok * rows};
-    }
-    groups[static_cast<size_t>(e)] = {std::span<const quant::Product>(products.data() + 2 * e, 2),
-                                      x.data() + e * n_tok * cols, n_tok, true};
+  const size_t n_products = sets * 2 * static_cast<size_t>(experts);
+  std::vector<quant::Product> products(n_products);                                // [set][expert][gate, up]
+  std::vector<quant::ProductGroup> groups(sets * static_cast<size_t>(experts));   // [set][expert]
+  for (size_t p = 0; p < n_products; ++p) {
+    uint8_t* at = w + p * one.size();
+    std::memcpy(at, one.data(), one.size());  // distinct copies: nothing stays in cache from one to the next
+    quant::WeightView view{t, at, rows, cols, quant::row_bytes(t, cols)};
+    view.layout = layout;
+    products[p] = {view, y.data() + static_cast<int64_t>(p) % (2 * experts) * n_tok * rows};
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const int64_t e = static_cast<int64_t>(g) % experts;
+    groups[g] = {std::span<const quant::Product>(products.data() + 2 * g, 2), x.data() + e * n_tok * cols, n_tok,
+                 true};
   }
   quant::MatmulScratch scratch(cols, n_tok, quant::ActivationRounding::match_ggml, experts * n_tok);
   if (threads > 1) scratch.set_pool(&pool(threads));
+  size_t set = 0;
   for (auto _ : state) {
-    quant::matmul_groups(groups, scratch);
+    const std::span<const quant::ProductGroup> these(groups.data() + set * static_cast<size_t>(experts),
+                                                     static_cast<size_t>(experts));
+    quant::matmul_groups(these, scratch);
+    set = (set + 1) % sets;
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  moetier::util::unmap_anonymous(w, bytes);
+  moetier::util::unmap_anonymous(w, sets * set_bytes);
   state.counters["macs"] = benchmark::Counter(static_cast<double>(2 * experts * rows * cols * n_tok),
                                               benchmark::Counter::kIsIterationInvariantRate,
                                               benchmark::Counter::OneK::kIs1000);
@@ -397,19 +404,21 @@ struct Shape {
   const char* name;
 };
 
-// MOETIER_BENCH_TARGET=<Highway target name> (AVX2, AVX3, AVX3_DL, ...: hwy::TargetName) runs the kernels built for
-// that target on a CPU that has a better one: the AVX2 kernels, which CPUs without AVX-512 take, on an AVX-512 host.
+// MOETIER_BENCH_TARGET=<Highway target name> (AVX2, AVX3, AVX3_DL, ...: hwy::TargetName; one of the kernels'
+// compiled_targets() that this CPU runs) runs the kernels built for that target on a CPU that has a better one: the
+// AVX2 kernels, which CPUs without AVX-512 take, on an AVX-512 host.
 void select_target() {
   const char* env = std::getenv("MOETIER_BENCH_TARGET");
   if (env == nullptr) return;
-  for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
+  const std::vector<int64_t> targets = quant::kernels::compiled_targets();
+  for (const int64_t t : targets) {
     if (std::strcmp(hwy::TargetName(t), env) == 0) {
       hwy::SetSupportedTargetsForTest(t);
       return;
     }
   }
   std::fprintf(stderr, "MOETIER_BENCH_TARGET=%s: not a target this build has for this CPU (", env);
-  for (const int64_t t : hwy::SupportedAndGeneratedTargets()) std::fprintf(stderr, " %s", hwy::TargetName(t));
+  for (const int64_t t : targets) std::fprintf(stderr, " %s", hwy::TargetName(t));
   std::fprintf(stderr, " )\n");
   std::exit(2);
 }

@@ -702,8 +702,9 @@ HWY_INLINE void WithTileSize(int64_t tokens, const F& f) {
 // into the L1 they gave nothing over no prefetch at all (MoeMatmul/Q4_K.rows16/64x2x768x2048/tok8, 1 thread, 2-vCPU
 // Zen 4: 66 G MAC/s into the L1, 68 without, 117 into the L2); the L2 holds them and the L1 misses they leave are
 // short. At 2 threads: Q4_K 138 -> 216, Q6_K 105 -> 209 G MAC/s; MXFP4 (16 rows' block: 272 bytes) within noise;
-// Qwen3-30B-A3B prefill of 128 tokens 47.5-49.2 -> 65.9-69.1 tok/s (2 alternating runs each). 8 to 32 blocks ahead
-// were no better than 4 for Q4_K and worse for Q6_K.
+// Qwen3-30B-A3B prefill of 128 tokens 47.5-49.2 -> 65.9-69.1 tok/s in 2 alternating pairs, and 40.1 -> 54.0 (medians
+// of 3 rounds interleaved with the reference engine). 8 to 32 blocks ahead were no better than 4 for Q4_K and worse
+// for Q6_K. Every type's tiles take this path on every AVX512-VNNI CPU; measured on Zen 4 only (K-quants, MXFP4).
 template <class K>
 HWY_INLINE void PrefetchRows(const uint8_t* const (&rows)[16], int64_t b) {
   constexpr size_t kAhead = K::kBytes < 64 ? 256 / K::kBytes : 4;
