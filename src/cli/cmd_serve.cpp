@@ -1,5 +1,6 @@
 // `moetier serve`: the OpenAI-compatible HTTP server (server/http_server.h) over one engine, loaded through the same
 // EngineConfig as `run`. The flags only map onto the engine's and the server's configuration.
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <memory>
@@ -103,6 +104,9 @@ void register_serve(CLI::App& app) {
     while (stop_signal() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     fmt::print(stderr, "stopping ({}): ending the requests in progress\n", signal_name(stop_signal()));
     scheduler.stop();
+    // Their connection threads write the error events out before the server stops (seconds at most: each is
+    // waiting for its task's next event).
+    http.drain(std::chrono::seconds(2));
     http.stop();
     e->recorder().set_interrupted(signal_name(stop_signal()));
     const auto s = e->finish();

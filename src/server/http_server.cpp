@@ -66,6 +66,16 @@ struct HttpServer::Impl {
   const telemetry::LiveStats* live = nullptr;
   std::atomic<int64_t> next_id{1};
   int64_t started_unix = 0;
+  // Completions submitted whose reply is not yet written out (drain()): counted from before the submission until
+  // httplib destroys the response, after its last write.
+  std::atomic<int64_t> replies_in_flight{0};
+  struct InFlight {
+    std::atomic<int64_t>& n;
+    explicit InFlight(std::atomic<int64_t>& count) : n(count) { ++n; }
+    ~InFlight() { --n; }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+  };
 
   explicit Impl(ServerConfig c) : cfg(std::move(c)) {}
 
@@ -160,6 +170,7 @@ void HttpServer::Impl::completion(const std::string& body, httplib::Response& re
                     cfg.model_id};
   const bool stream = task->req.stream;
   const bool include_usage = task->req.include_usage;
+  const auto in_flight = std::make_shared<InFlight>(replies_in_flight);  // held by `release` below
   scheduler->submit(task);
 
   // The provider runs on this connection's thread after the headers are sent, until it returns false or calls
@@ -223,8 +234,12 @@ void HttpServer::Impl::completion(const std::string& body, httplib::Response& re
     }
     return true;
   };
-  // Called when the reply ends, normally or because the connection did: either way the request is over.
-  const auto release = [task](bool) { task->cancelled = true; };
+  // Called when the reply ends, normally or because the connection did: either way the request is over. It holds
+  // `in_flight` until httplib destroys the response, after the reply's last write.
+  const auto release = [task, in_flight](bool) {
+    task->cancelled = true;
+    (void)in_flight;
+  };
   res.set_chunked_content_provider(stream ? "text/event-stream" : "application/json", provider, release);
   if (stream) res.set_header("Cache-Control", "no-cache");
 }
@@ -359,6 +374,14 @@ void HttpServer::attach(const model::Model& model, const tokenizer::Tokenizer& t
   impl_->scheduler = &scheduler;
   impl_->live = &live;
   impl_->ready = true;
+}
+
+void HttpServer::drain(std::chrono::milliseconds limit) {
+  if (!impl_) return;
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (impl_->replies_in_flight.load() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 void HttpServer::stop() {

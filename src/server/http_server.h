@@ -10,6 +10,7 @@
 // allows): a write that fails means the client is gone, and its request is cancelled, queued or running.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -43,7 +44,12 @@ class HttpServer {
   // `chat` is the chat format resolved for the model (ServerConfig::chat is replaced by it).
   void attach(const model::Model& model, const tokenizer::Tokenizer& tok, const chat::Options& chat,
               Scheduler& scheduler, const telemetry::LiveStats& live);
-  // Stops listening and waits for the connection threads (call after the scheduler has ended every request).
+  // Waits until every completion's reply has been written out, or `limit` has passed: after the scheduler has ended
+  // every request (an error event for those in progress), their connection threads still have to write it, and
+  // stop() ends the replies still being written where they are (httplib stops calling a chunked reply's provider).
+  void drain(std::chrono::milliseconds limit);
+  // Stops listening and waits for the connection threads (call after the scheduler has ended every request, and
+  // drain()).
   void stop();
 
  private:
