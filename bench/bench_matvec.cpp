@@ -11,10 +11,9 @@
 #include <hwy/targets.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
